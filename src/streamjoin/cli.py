@@ -1,0 +1,178 @@
+"""The ``streamjoin`` command: run scripts, run conformance cases, use embedded topics, show plans."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="streamjoin", description=__doc__)
+    parser.add_argument("--home", default=os.environ.get("STREAMJOIN_HOME", ".streamjoin"),
+                        help="where embedded topics and checkpoints live (default .streamjoin)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a script's persistent queries until interrupted")
+    run.add_argument("script")
+    run.add_argument("--master", help="Spark master URL (default local[2])")
+    run.add_argument("--once", action="store_true", help="process what is available, then stop")
+
+    demo = sub.add_parser("demo", help="run the bundled demo on the embedded default and print its output")
+    demo.add_argument("--master")
+
+    test = sub.add_parser("test", help="run conformance cases (ksqlDB query-validation-test layout)")
+    test.add_argument("paths", nargs="+")
+    test.add_argument("--records-per-batch", default="all", help="N records per micro-batch, or 'all'")
+    test.add_argument("--filter", default="", help="only cases whose name contains this text")
+    test.add_argument("--json", dest="json_file", help="write results as JSON to this file")
+    test.add_argument("--master")
+
+    explain = sub.add_parser("explain", help="print the logical and physical plan of a script's queries")
+    explain.add_argument("script")
+
+    topic = sub.add_parser("topic", help="embedded topics")
+    tsub = topic.add_subparsers(dest="topic_command", required=True)
+    produce = tsub.add_parser("produce", help="append JSON lines from stdin to a topic")
+    produce.add_argument("name")
+    produce.add_argument("--key-field", help="take each record's key from this field of the value")
+    produce.add_argument("--timestamp-field", help="take each record's timestamp (ms) from this field")
+    produce.add_argument("--envelope", action="store_true",
+                         help='each line is {"key": .., "value": .., "timestamp": ..} (value null = tombstone)')
+    produce.add_argument("--partitions", type=int, default=1)
+    cat = tsub.add_parser("cat", help="print a topic's records as JSON lines")
+    cat.add_argument("name")
+    tsub.add_parser("list", help="list topics")
+
+    args = parser.parse_args(argv)
+    handler = {"run": _run, "demo": _demo, "test": _test, "explain": _explain, "topic": _topic}[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # user-facing: one line, not a traceback
+        from .errors import StreamjoinError
+        from .sql import SqlSyntaxError
+
+        if isinstance(err, (StreamjoinError, SqlSyntaxError)):
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _session(master=None):
+    from .runtime.session import build_session
+
+    return build_session(master)
+
+
+def _run(args) -> int:
+    from .runtime.engine import Engine
+    from .runtime.progress import progress_lines
+
+    engine = Engine(_session(args.master), home=args.home)
+    queries = engine.execute(Path(args.script).read_text())
+    for text in engine.outputs:
+        print(text)
+    if not queries:
+        return 0
+    if args.once:
+        engine.process_all_available()
+        for line in progress_lines(engine):
+            print(line)
+        engine.stop()
+        return 0
+    print(f"running {len(queries)} queries; Ctrl-C stops them (running again resumes from the checkpoints)")
+    try:
+        while True:
+            time.sleep(5)
+            for line in progress_lines(engine):
+                print(line)
+    except KeyboardInterrupt:
+        engine.stop()
+        print("stopped")
+    return 0
+
+
+def _demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(_session(args.master), args.home)
+
+
+def _test(args) -> int:
+    from .conformance.cases import load_cases
+    from .conformance.report import run_and_report
+
+    per_batch = 0 if args.records_per_batch == "all" else int(args.records_per_batch)
+    cases = [c for c in load_cases(args.paths) if args.filter.casefold() in c.name.casefold()]
+    return run_and_report(_session(args.master), cases, records_per_batch=per_batch, json_file=args.json_file)
+
+
+def _explain(args) -> int:
+    from .plan.catalog import Catalog
+    from .plan.explain import explain_text
+    from .plan.statements import StatementPlanner
+    from .sql import parse_script
+
+    planner = StatementPlanner(Catalog())
+    for item in parse_script(Path(args.script).read_text()):
+        planned = planner.plan(item)
+        if planned.output:
+            print(planned.output)
+        if planned.query:
+            print(f"-- {planned.query.query_id}")
+            print(explain_text(planned.query.plan))
+    return 0
+
+
+def _topic(args) -> int:
+    from .connectors.topic_store import Record, TopicStore
+
+    store = TopicStore(os.path.join(args.home, "topics"))
+    if args.topic_command == "list":
+        for name in store.topics():
+            print(name)
+        return 0
+    if args.topic_command == "cat":
+        for r in store.records(args.name):
+            print(json.dumps({
+                "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+                "key": r.key.decode("utf-8", "replace") if r.key is not None else None,
+                "value": json.loads(r.value) if r.value is not None else None,
+            }))
+        return 0
+    store.create(args.name, args.partitions)
+    records = []
+    for number, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            print(f"error: line {number} is not JSON: {err}", file=sys.stderr)
+            return 2
+        records.append(_record_from(obj, args))
+    store.append([(args.name, records)], partitions=args.partitions)
+    print(f"{len(records)} records appended to {args.name}", file=sys.stderr)
+    return 0
+
+
+def _record_from(obj, args):
+    from .conformance.runner import encode_key
+    from .connectors.topic_store import Record
+
+    now = int(time.time() * 1000)
+    if args.envelope:
+        value = obj.get("value")
+        return Record(encode_key(obj.get("key")), None if value is None else json.dumps(value).encode(),
+                      int(obj.get("timestamp", now)))
+    key = obj.get(args.key_field) if args.key_field else None
+    ts = int(obj[args.timestamp_field]) if args.timestamp_field else now
+    return Record(encode_key(key), json.dumps(obj).encode(), ts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

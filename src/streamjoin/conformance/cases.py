@@ -1,0 +1,56 @@
+"""Loading test cases in ksqlDB's query-validation-test layout (``{"tests": [...]}``)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Case:
+    file: str
+    name: str
+    statements: tuple[str, ...]
+    inputs: tuple[dict, ...]
+    outputs: tuple[dict, ...]
+    expected_error: Optional[str] = None
+    ordering: str = "per-key"
+    compare: str = "changelog"
+    properties: dict = field(default_factory=dict)
+    skipped_parts: tuple[str, ...] = ()  # ksqlDB parts this runner does not check ('post', 'format')
+
+    @property
+    def id(self) -> str:
+        return f"{self.file} :: {self.name}"
+
+
+def load_cases(paths: list[str]) -> list[Case]:
+    """Every case in the given files and directories (``*.json``, recursively), in a stable order."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.rglob("*.json")) if p.is_dir() else [p])
+    cases = []
+    for f in files:
+        for raw in json.loads(f.read_text()).get("tests", []):
+            cases.extend(_expand(f.name, raw))
+    return cases
+
+
+def _expand(file: str, raw: dict[str, Any]) -> list[Case]:
+    """One case, or one per entry of a ksqlDB ``format`` list (the format is substituted in)."""
+    formats = raw.get("format") or [None]
+    out = []
+    for fmt in formats:
+        statements = [s.replace("{FORMAT}", fmt) if fmt else s for s in raw.get("statements", [])]
+        skipped = tuple(k for k in ("post",) if k in raw)
+        name = raw.get("name", "unnamed") + (f" - {fmt}" if fmt and len(formats) > 1 else "")
+        error = raw.get("expectedException")
+        out.append(Case(
+            file=file, name=name, statements=tuple(statements),
+            inputs=tuple(raw.get("inputs", [])), outputs=tuple(raw.get("outputs", [])),
+            expected_error=(error.get("message", "") if isinstance(error, dict) else None),
+            ordering=raw.get("ordering", "per-key"), compare=raw.get("compare", "changelog"),
+            properties=raw.get("properties", {}) or {}, skipped_parts=skipped,
+        ))
+    return out

@@ -1,0 +1,139 @@
+"""Comparing produced records with a case's expected outputs (rules in shared/conformance/README.md).
+
+Column names compare case-insensitively; numbers by value (a DECIMAL written as a string equals the
+number); timestamps as instants. ``ordering``: per-key (default), total, none. ``compare``: changelog
+(default: exactly the listed records) or final (the last value per key, or the last record if keyless).
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any, Optional
+
+_MISSING = object()
+
+
+def normalise(value: Any) -> Any:
+    """A comparable form of a JSON value."""
+    if isinstance(value, dict):
+        return tuple(sorted((k.casefold(), normalise(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(normalise(v) for v in value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return Decimal(str(value)).normalize()
+    if isinstance(value, str):
+        instant = _instant(value)
+        if instant is not None:
+            return ("instant", instant)
+        try:
+            return Decimal(value).normalize() if value.strip() and value.strip()[0] in "-+.0123456789" else value
+        except InvalidOperation:
+            return value
+    return value
+
+
+def _instant(text: str) -> Optional[float]:
+    if len(text) < 16 or text[4] != "-" or text[7] != "-":
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1))
+    except ValueError:
+        return None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def key_text(key: Any) -> Any:
+    """An expected key in the form the embedded store holds it (KAFKA keys are text, objects JSON)."""
+    if key is None or isinstance(key, (dict, list)):
+        return normalise(key)
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return normalise(str(key)) if not isinstance(key, str) else normalise(key)
+
+
+def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp: int) -> dict:
+    k: Any = None
+    if key is not None:
+        text = key.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(text)
+            k = parsed if isinstance(parsed, (dict, list)) else text
+        except ValueError:
+            k = text
+    v = json.loads(value) if value is not None else None
+    return {"topic": topic, "key": k, "value": v, "timestamp": timestamp}
+
+
+def _matches(expected: dict, actual: dict) -> bool:
+    if normalise(expected.get("value")) != normalise(actual.get("value")):
+        return False
+    if "key" in expected and key_text(expected["key"]) != key_text(actual.get("key")):
+        return False
+    if "timestamp" in expected and expected["timestamp"] != actual.get("timestamp"):
+        return False
+    return True
+
+
+def compare(expected: list[dict], actual: list[dict], *, ordering: str, mode: str) -> Optional[str]:
+    """None when ``actual`` satisfies ``expected``; otherwise a readable explanation."""
+    if mode == "final":
+        expected, actual = _final(expected), _final(actual)
+    if ordering == "total" or mode == "final" and ordering != "none":
+        ok = len(expected) == len(actual) and all(_matches(e, a) for e, a in zip(expected, actual))
+        if mode == "final" and not ok:
+            ok = _multiset_equal(expected, actual)
+    elif ordering == "none":
+        ok = _multiset_equal(expected, actual)
+    else:
+        ok = _per_key_equal(expected, actual)
+    return None if ok else diff(expected, actual)
+
+
+def _final(records: list[dict]) -> list[dict]:
+    last: dict = {}
+    for r in records:
+        last[(r["topic"], key_text(r.get("key")) if "key" in r else None)] = r
+    return list(last.values())
+
+
+def _multiset_equal(expected: list[dict], actual: list[dict]) -> bool:
+    remaining = list(actual)
+    for e in expected:
+        hit = next((i for i, a in enumerate(remaining) if _matches(e, a)), None)
+        if hit is None:
+            return False
+        remaining.pop(hit)
+    return not remaining
+
+
+def _per_key_equal(expected: list[dict], actual: list[dict]) -> bool:
+    if not _multiset_equal(expected, actual):
+        return False
+    groups_e: dict = {}
+    groups_a: dict = {}
+    for r in expected:
+        groups_e.setdefault((r["topic"], key_text(r.get("key"))), []).append(r)
+    for r in actual:
+        groups_a.setdefault((r["topic"], key_text(r.get("key"))), []).append(r)
+    for k, rows in groups_e.items():
+        got = groups_a.get(k, [])
+        if "key" not in rows[0]:
+            continue
+        if len(got) != len(rows) or not all(_matches(e, a) for e, a in zip(rows, got)):
+            return False
+    return True
+
+
+def diff(expected: list[dict], actual: list[dict]) -> str:
+    def show(r: dict) -> str:
+        parts = [f"key={json.dumps(r.get('key'))}"] if "key" in r else []
+        parts.append(f"value={json.dumps(r.get('value'), sort_keys=True)}")
+        if "timestamp" in r:
+            parts.append(f"ts={r['timestamp']}")
+        return f"{r['topic']}: " + " ".join(parts)
+
+    lines = ["expected:"] + [f"  {show(r)}" for r in expected] + ["actual:"] + [f"  {show(r)}" for r in actual]
+    return "\n".join(lines)

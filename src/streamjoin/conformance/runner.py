@@ -1,0 +1,102 @@
+"""Running conformance cases through the engine, exactly as a user's queries run.
+
+Each case gets a fresh engine home (topics and checkpoints) on one shared SparkSession: its statements
+are executed by ``Engine.execute`` (so a refused statement starts nothing), its inputs are produced to
+the embedded topics in list order as one commit, every query runs until it has consumed everything —
+``records_per_batch`` records per micro-batch, or all at once — and the sink topics are read back and
+compared with the expected outputs.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pyspark.sql import SparkSession
+
+from ..connectors.topic_store import Record, TopicStore
+from ..errors import NotYetSupported, StreamjoinError
+from ..runtime.engine import Engine
+from ..sql import SqlSyntaxError
+from .cases import Case
+from .compare import actual_record, compare
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    status: str  # 'pass', 'fail', 'skip'
+    detail: str = ""
+    seconds: float = 0.0
+    outputs: tuple = ()
+
+
+def encode_key(key: Any) -> Optional[bytes]:
+    if key is None:
+        return None
+    if isinstance(key, (dict, list)):
+        return json.dumps(key).encode()
+    if isinstance(key, bool):
+        return b"true" if key else b"false"
+    return str(key).encode()
+
+
+def produce_inputs(store: TopicStore, inputs) -> None:
+    batches = [
+        (i["topic"], [Record(encode_key(i.get("key")), None if i.get("value") is None else json.dumps(i["value"]).encode(),
+                             int(i.get("timestamp", 0)))])
+        for i in inputs
+    ]
+    store.append(batches)
+
+
+def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0) -> CaseResult:
+    started = time.monotonic()
+    home = tempfile.mkdtemp(prefix="sjcase-")
+    engine = Engine(spark, home=home, records_per_batch=records_per_batch)
+    engine.catalog.properties.update({k: str(v) for k, v in case.properties.items()})
+    try:
+        try:
+            engine.execute("\n".join(s if s.rstrip().endswith(";") else s + ";" for s in case.statements))
+        except (StreamjoinError, SqlSyntaxError) as err:
+            return _refused(case, err, started)
+        if case.expected_error is not None:
+            return CaseResult(case, "fail", f"expected an error containing {case.expected_error!r}, but the statements ran",
+                              time.monotonic() - started)
+        produce_inputs(engine.store, case.inputs)
+        engine.process_all_available()
+        actual = _read_sinks(engine)
+        expected_topics = {o["topic"].casefold() for o in case.outputs}
+        actual = [a for a in actual if a["topic"].casefold() in expected_topics or not expected_topics]
+        expected = [dict(o, topic=o["topic"].casefold()) for o in case.outputs]
+        for a in actual:
+            a["topic"] = a["topic"].casefold()
+        problem = compare(expected, actual, ordering=case.ordering, mode=case.compare)
+        status = "pass" if problem is None else "fail"
+        return CaseResult(case, status, problem or "", time.monotonic() - started, tuple(actual))
+    except Exception as err:  # a crash is a failure of this case, not of the run
+        return CaseResult(case, "fail", f"{type(err).__name__}: {err}", time.monotonic() - started)
+    finally:
+        engine.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _refused(case: Case, err: Exception, started: float) -> CaseResult:
+    elapsed = time.monotonic() - started
+    if case.expected_error is None:
+        reason = "not yet supported" if isinstance(err, NotYetSupported) else "refused"
+        return CaseResult(case, "fail", f"{reason}: {err}", elapsed)
+    if case.expected_error.casefold() in str(err).casefold():
+        return CaseResult(case, "pass", str(err), elapsed)
+    return CaseResult(case, "fail", f"error {str(err)!r} does not contain {case.expected_error!r}", elapsed)
+
+
+def _read_sinks(engine: Engine) -> list[dict]:
+    out = []
+    for topic in dict.fromkeys(q.topic for q in engine.queries):
+        for r in engine.store.records(topic):
+            out.append(actual_record(topic, r.key, r.value, r.timestamp))
+    return out

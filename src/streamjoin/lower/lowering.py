@@ -1,0 +1,107 @@
+"""Lowering a logical plan to Spark: one streaming DataFrame per persistent query.
+
+All inputs of one query are read through a single source over their topics, so a micro-batch is one
+contiguous slice of ingestion order across every input; each scan then filters its topic and decodes.
+Stateless nodes (filter, lateral explode, project, re-key) become DataFrame operations; joins are
+handed to the operator the operator table picks; GROUP BY uses Spark's streaming aggregation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..errors import NotYetSupported
+from ..operators.base import LoweringContext
+from ..plan.nodes import (
+    ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
+)
+from .decode import decode_scan
+from .expressions import compile_expr
+from .operator_table import operator_for
+
+META = (ROWTIME, SEQ, SUB)
+LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    root: str
+    max_records_per_batch: int = 0
+    starting_offsets: str = "earliest"
+
+
+def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
+    topics = sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan)})
+    reader = (
+        spark.readStream.format("streamjoin_topics")
+        .option("root", opts.root)
+        .option("topics", ",".join(topics))
+        .option("startingOffsets", opts.starting_offsets)
+    )
+    if opts.max_records_per_batch:
+        reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
+    return reader.load()
+
+
+def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame:
+    if isinstance(node, Scan):
+        if node.source.bounded_path:
+            raise NotYetSupported("a table read from a file (static table)", issue=4)
+        return decode_scan(records, node)
+    if isinstance(node, Filter):
+        df = lower(node.input, records, ctx)
+        predicate = compile_expr(node.predicate)
+        if TOMBSTONE in df.columns:  # a changelog forwards its deletes
+            predicate = predicate | F.col(TOMBSTONE)
+        return df.where(predicate)
+    if isinstance(node, Lateral):
+        df = lower(node.input, records, ctx)
+        exploded = df.select("*", F.posexplode(compile_expr(node.expr)).alias("__pos", node.element.id))
+        return exploded.withColumn(SUB, F.col(SUB) * LATERAL_FANOUT + F.col("__pos")).drop("__pos")
+    if isinstance(node, Repartition):
+        df = lower(node.input, records, ctx)
+        existing = set(df.columns)
+        for key_id, expr in zip(node.key, node.by):
+            if key_id not in existing:
+                df = df.withColumn(key_id, compile_expr(expr))
+        return df
+    if isinstance(node, Project):
+        df = lower(node.input, records, ctx)
+        cols = [compile_expr(e).alias(f.id) for f, e in node.items]
+        meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
+        return df.select(*cols, *meta)
+    if isinstance(node, Aggregate):
+        return _aggregate(node, lower(node.input, records, ctx))
+    if isinstance(node, Join):
+        left = lower(node.left, records, ctx)
+        right = lower(node.right, records, ctx)
+        return operator_for(node).lower(node, left, right, ctx)
+    raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
+
+
+def _aggregate(node: Aggregate, df: DataFrame) -> DataFrame:
+    """GROUP BY on Spark's streaming aggregation (update mode: one row per changed key per batch)."""
+    groups = [compile_expr(e).alias(f.id) for f, e in node.groups]
+    aggs = [_aggregate_call(call).alias(f.id) for f, call in node.aggregates]
+    meta = [F.max(ROWTIME).alias(ROWTIME), F.max(SEQ).alias(SEQ), F.lit(0).cast("bigint").alias(SUB)]
+    return df.groupBy(*groups).agg(*aggs, *meta)
+
+
+def _aggregate_call(call) -> "F.Column":
+    if call.name == "COUNT":
+        if call.star or not call.args:
+            return F.count(F.lit(1))
+        arg = compile_expr(call.args[0])
+        return F.count_distinct(arg) if call.distinct else F.count(arg)
+    arg = compile_expr(call.args[0])
+    fn = {
+        "SUM": F.sum, "MIN": F.min, "MAX": F.max, "AVG": F.avg, "COLLECT_LIST": F.collect_list,
+        "COLLECT_SET": F.collect_set, "LATEST_BY_OFFSET": F.last, "EARLIEST_BY_OFFSET": F.first,
+    }[call.name]
+    return fn(arg)
+
+
+def has_aggregate(plan: PlanNode) -> bool:
+    return any(isinstance(n, Aggregate) for n in walk(plan))

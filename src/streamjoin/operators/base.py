@@ -1,0 +1,28 @@
+"""The protocol every join operator implements, and what lowering hands it.
+
+A join operator receives the two lowered inputs (DataFrames in the physical row layout of
+``plan.nodes``: one column per field id plus ``_rowtime``, ``_seq``, ``_sub`` and ``_tombstone`` on
+changelogs) and the bound ``Join`` node, and returns one DataFrame in the same layout holding the join's
+fields and its key columns. Each operator module states its algorithm, its state and when that state is
+purged in its docstring.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark.sql import DataFrame
+
+from ..plan.nodes import Join
+
+
+@dataclass(frozen=True)
+class LoweringContext:
+    """What an operator may need besides its inputs: where its query keeps checkpoints, and settings."""
+
+    checkpoint_dir: str
+    properties: dict
+
+
+class JoinOperator(Protocol):
+    def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

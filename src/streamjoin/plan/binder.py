@@ -1,0 +1,313 @@
+"""Binder: a SELECT over the catalog becomes a logical plan.
+
+Order of a query, as in ksqlDB: FROM (scans, views expanded, joins, laterals) → WHERE → GROUP BY /
+aggregates → HAVING → PARTITION BY → SELECT projection → sink. Column references are resolved to
+physical ids here; later stages never look at names again.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+from ..errors import NotYetSupported, StatementError
+from ..sql import ast
+from . import expressions as ex
+from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
+from .joins import bind_join
+from .nodes import (
+    Aggregate, Field, Filter, Lateral, PlanNode, Project, Ref, Repartition, Scan,
+)
+from .scope import Scope, new_id
+
+
+class Binder:
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    # ------------------------------------------------------------------ queries
+
+    def bind_select(self, select: ast.Select, *, style: Optional[str] = None) -> tuple[PlanNode, str]:
+        """Plan a SELECT; returns the plan (ending in a Project) and the naming style of the query."""
+        windows = {name.text.casefold(): spec for name, spec in select.windows}
+        select = pull_where_into_comma_joins(select)
+        scope = self.bind_from(select.from_, windows)
+        node = scope.node
+        style = style or _style_of(node)
+        if select.where is not None:
+            if ex.is_aggregate(select.where):
+                raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
+            node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node,
+                          predicate=self.bind_expr(select.where, scope))
+            scope = replace(scope, node=node)
+        items = self._expand_items(select.items, scope)
+        if select.group_by or any(ex.is_aggregate(e) for e, _ in items):
+            node, items, scope = self._bind_aggregate(select, scope, items, style)
+        elif select.having is not None:
+            raise StatementError("HAVING needs GROUP BY", rule="having-without-group-by", pos=select.having.pos)
+        if select.partition_by:
+            by = tuple(self.bind_expr(e, scope) for e in select.partition_by)
+            node = _repartition(node, by, "PARTITION BY")
+            scope = replace(scope, node=node)
+        node = self._project(node, items, scope, style)
+        kind = select.result_kind or node.kind
+        if kind != node.kind:
+            node = replace(node, kind=kind)
+        return node, style
+
+    def _expand_items(self, items, scope: Scope) -> list[tuple[ast.Expr, Optional[str]]]:
+        """SELECT items with ``*`` expanded: (unbound expression, output name or None)."""
+        out: list[tuple[ast.Expr, Optional[str]]] = []
+        for item in items:
+            if isinstance(item.expr, ast.Star):
+                q = item.expr.qualifier
+                fields = [f for f in scope.node.fields if not f.hidden and (q is None or f.qualifier.casefold() == q.text.casefold())]
+                if q is not None and not fields:
+                    raise StatementError(f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
+                merged = {n.casefold() for n, _ in scope.merged}
+                prefixed = q is None and len({f.qualifier for f in fields}) > 1  # ksqlDB: ALIAS_COLUMN over joins
+                seen = set()
+                for f in fields:
+                    if f.name.casefold() in merged:
+                        if f.name.casefold() in seen:
+                            continue
+                        seen.add(f.name.casefold())
+                        out.append((ast.Column(ast.Ident(f.name, True)), f.name))
+                    else:
+                        name = f"{f.qualifier}_{f.name}".upper() if prefixed and f.qualifier else f.name
+                        out.append((ast.Column(ast.Ident(f.name, True), ast.Ident(f.qualifier, True) if f.qualifier else None), name))
+            else:
+                out.append((item.expr, item.alias))
+        return out
+
+    # ------------------------------------------------------------------ FROM
+
+    def bind_from(self, item: ast.FromItem, windows: dict) -> Scope:
+        if isinstance(item, ast.Relation):
+            alias = (item.alias or item.name).text
+            return Scope.of(self._bind_relation(item, windows), alias)
+        if isinstance(item, ast.Lateral):
+            scope = self.bind_from(item.source, windows)
+            array = self.bind_expr(item.expr, scope)
+            element = Field(item.alias.text, display_name(item.alias, _style_of(scope.node)), new_id(item.alias.text), "array-element")
+            node = scope.node
+            lateral = Lateral(node.fields + (element,), node.kind, node.key, node.key_equivalents,
+                              input=node, expr=array, element=element)
+            return replace(scope, node=lateral)
+        if isinstance(item, ast.Join):
+            left = self.bind_from(item.left, windows)
+            right = None if isinstance(item.right, ast.LateralTable) else self.bind_from(item.right, windows)
+            return bind_join(item, left, right, self)
+        if isinstance(item, ast.LateralTable):
+            raise StatementError("LATERAL TABLE must follow a comma or JOIN", rule="lateral-table-position", pos=item.pos)
+        raise StatementError(f"unsupported FROM item {type(item).__name__}", rule="unsupported-from", pos=getattr(item, "pos", None))
+
+    def _bind_relation(self, rel: ast.Relation, windows: dict) -> PlanNode:
+        target = self.catalog.lookup(rel.name.text)
+        alias = rel.alias.text if rel.alias else rel.name.text
+        window = rel.window
+        if rel.window_name is not None:
+            window = windows.get(rel.window_name.text.casefold())
+            if window is None:
+                raise StatementError(f"unknown window {rel.window_name.text}", rule="unknown-window", pos=rel.window_name.pos)
+        if isinstance(target, ViewInfo):
+            node, _ = self.bind_select(target.query)
+            fields = tuple(replace(f, qualifier=alias) for f in node.fields)
+            node = replace(node, fields=fields)
+            if window is not None or rel.system_time is not None:
+                node = _with_scan_options(node, window, rel.system_time)
+            return node
+        if isinstance(target, SourceInfo):
+            return self.scan(target, alias, window, rel.system_time)
+        if isinstance(target, TemporalFunction):
+            raise StatementError(f"{target.name} is a temporal table function: use LATERAL TABLE ({target.name}(time))",
+                                 rule="function-as-relation", pos=rel.pos)
+        raise StatementError(f"unknown stream or table {rel.name.text}", rule="unknown-source", pos=rel.name.pos)
+
+    def scan(self, source: SourceInfo, alias: str, window=None, system_time=None) -> Scan:
+        fields = tuple(Field(alias, c.name, new_id(f"{alias}_{c.name}"), c.type) for c in source.columns)
+        by_name = {f.name.casefold(): f.id for f in fields}
+        key = tuple(by_name[k.casefold()] for k in source.key_columns)
+        return Scan(fields, source.kind, key, tuple(frozenset([k]) for k in key),
+                    source=source, alias=alias, window=window, system_time=system_time)
+
+    # ------------------------------------------------------------------ expressions
+
+    def bind_expr(self, e: ast.Expr, scope: Scope) -> ast.Expr:
+        def resolve(node: ast.Expr) -> Optional[ast.Expr]:
+            if isinstance(node, ast.Column):
+                return scope.resolve(node)
+            if isinstance(node, ast.Star) and not isinstance(node, Ref):
+                return node
+            return None
+
+        return ex.transform(e, resolve)
+
+    # ------------------------------------------------------------------ aggregation
+
+    def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str):
+        group_exprs = [self.bind_expr(e, scope) for e in select.group_by]
+        groups = tuple((Field("", _name_of(e, style), new_id("g"), _type_of(e)), e) for e in group_exprs)
+        aggs: list[tuple[Field, ast.Call]] = []
+
+        def lift(e: ast.Expr) -> Optional[ast.Expr]:
+            for f, g in groups:
+                if e == g:
+                    return Ref(f.id, f.type, f.name)
+            if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
+                for f, a in aggs:
+                    if a == e:
+                        return Ref(f.id, f.type, f.name)
+                f = Field("", e.name, new_id(e.name.lower()), "bigint" if e.name == "COUNT" else "double")
+                aggs.append((f, e))
+                return Ref(f.id, f.type, f.name)
+            if isinstance(e, Ref):
+                raise StatementError(f"{e.name} must be in GROUP BY or inside an aggregate function",
+                                     rule="non-grouped-column", pos=e.pos)
+            return None
+
+        bound_items = [(ex.transform(self.bind_expr(e, scope), lift), name) for e, name in items]
+        having = ex.transform(self.bind_expr(select.having, scope), lift) if select.having is not None else None
+        key = tuple(f.id for f, _ in groups)
+        node: PlanNode = Aggregate(tuple(f for f, _ in groups) + tuple(f for f, _ in aggs), "TABLE", key,
+                                   tuple(frozenset([k]) for k in key), input=scope.node, groups=groups, aggregates=tuple(aggs))
+        if having is not None:
+            node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=having, where="HAVING")
+        return node, [(e, name, True) for e, name in bound_items], Scope(node, (), scope.input_keys)
+
+    # ------------------------------------------------------------------ projection
+
+    def _project(self, node: PlanNode, items, scope: Scope, style: str) -> Project:
+        out_items: list[tuple[Field, ast.Expr]] = []
+        key_ids: list[Optional[str]] = [None] * len(node.key)
+        used_names: set[str] = set()
+        for index, item in enumerate(items):
+            bound = item[2] if len(item) == 3 else False
+            expr = item[0] if bound else self.bind_expr(item[0], scope)
+            name = self._output_name(item[0], item[1], style, index)
+            if name.casefold() in used_names:
+                raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
+                                     pos=getattr(item[0], "pos", None))
+            used_names.add(name.casefold())
+            f = Field("", name, new_id(name), _type_of(expr))
+            key_pos = _key_position(node, expr)
+            if key_pos is not None and key_ids[key_pos] is None:
+                key_ids[key_pos] = f.id
+                expr = Ref(node.key[key_pos], _type_of(expr), name)  # the key as the node carries it
+            out_items.append((f, expr))
+        for i, kid in enumerate(key_ids):
+            if kid is None:  # the key was not projected: carry it, hidden
+                kf = node.field(node.key[i])
+                hidden = Field("", kf.name, new_id("key_" + kf.name), kf.type, hidden=True)
+                out_items.append((hidden, Ref(kf.id, kf.type, kf.name)))
+                key_ids[i] = hidden.id
+        key = tuple(key_ids)
+        return Project(tuple(f for f, _ in out_items), node.kind, key, tuple(frozenset([k]) for k in key),
+                       input=node, items=tuple(out_items))
+
+    @staticmethod
+    def _output_name(expr: ast.Expr, alias, style: str, index: int) -> str:
+        if isinstance(alias, ast.Ident):
+            return display_name(alias, style)
+        if isinstance(alias, str):
+            return alias
+        return _name_of(expr, style, index)
+
+
+def pull_where_into_comma_joins(select: ast.Select) -> ast.Select:
+    """``FROM a, b WHERE a.x = b.y``: WHERE terms over both inputs of a comma join become its ON."""
+    terms = ex.conjuncts(select.where)
+    if not terms:
+        return select
+
+    def aliases(item: ast.FromItem) -> set[str]:
+        if isinstance(item, ast.Relation):
+            return {(item.alias or item.name).text.casefold()}
+        if isinstance(item, ast.LateralTable):
+            return {item.alias.text.casefold()} if item.alias else set()
+        if isinstance(item, ast.Join):
+            return aliases(item.left) | aliases(item.right)
+        if isinstance(item, ast.Lateral):
+            return aliases(item.source)
+        return set()
+
+    def qualifiers(e: ast.Expr) -> Optional[set[str]]:
+        cols = [n for n in ex.walk(e) if isinstance(n, ast.Column)]
+        if any(c.qualifier is None for c in cols):
+            return None
+        return {c.qualifier.text.casefold() for c in cols}
+
+    def rewrite(item: ast.FromItem) -> ast.FromItem:
+        if not isinstance(item, ast.Join):
+            return item
+        item = replace(item, left=rewrite(item.left))
+        if item.kind != "COMMA":
+            return item
+        left, right = aliases(item.left), aliases(item.right)
+        moved = []
+        for t in list(terms):
+            qs = qualifiers(t)
+            if qs and qs <= left | right and qs & left and qs & right:
+                moved.append(t)
+                terms.remove(t)
+        return replace(item, on=ex.conjoin(moved)) if moved else item
+
+    from_ = rewrite(select.from_)
+    return replace(select, from_=from_, where=ex.conjoin(terms))
+
+
+def _name_of(e: ast.Expr, style: str, index: int = 0) -> str:
+    if isinstance(e, ast.Column):
+        return display_name(e.name, style)
+    if isinstance(e, Ref) and e.name:
+        return e.name.split(".")[-1]
+    if isinstance(e, ast.Call) and style == "flink":
+        return f"EXPR${index}"
+    return f"KSQL_COL_{index}"
+
+
+def _type_of(e: ast.Expr) -> str:
+    return e.type if isinstance(e, Ref) else ""
+
+
+def _key_position(node: PlanNode, expr: ast.Expr) -> Optional[int]:
+    if not isinstance(expr, Ref):
+        return None
+    for i, k in enumerate(node.key):
+        equivalents = node.key_equivalents[i] if i < len(node.key_equivalents) else frozenset([k])
+        if expr.id == k or expr.id in equivalents:
+            return i
+    return None
+
+
+def _repartition(node: PlanNode, by: tuple[ast.Expr, ...], reason: str) -> PlanNode:
+    """Re-key ``node`` by ``by``: a field reference keeps its field; other expressions get a hidden one."""
+    fields = list(node.fields)
+    key = []
+    for e in by:
+        if isinstance(e, Ref) and any(f.id == e.id for f in fields):
+            key.append(e.id)
+        else:
+            f = Field("", "KSQL_COL", new_id("pk"), _type_of(e), hidden=True)
+            fields.append(f)
+            key.append(f.id)
+    return Repartition(tuple(fields), node.kind, tuple(key), tuple(frozenset([k]) for k in key),
+                       input=node, by=by, reason=reason)
+
+
+def _with_scan_options(node: PlanNode, window, system_time) -> PlanNode:
+    scans = [n for n in _scans(node)]
+    if len(scans) != 1 or scans[0] is not node:
+        raise NotYetSupported("an OVER window or FOR SYSTEM_TIME on a view with operators", issue=6)
+    return replace(node, window=window, system_time=system_time)
+
+
+def _scans(node: PlanNode):
+    if isinstance(node, Scan):
+        yield node
+    for child in node.inputs:
+        yield from _scans(child)
+
+
+def _style_of(node: PlanNode) -> str:
+    styles = {s.source.style for s in _scans(node)}
+    return "flink" if styles == {"flink"} else "ksql"

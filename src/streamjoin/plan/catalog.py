@@ -1,0 +1,124 @@
+"""The catalog: every stream, table, view and temporal table function a script has declared.
+
+Names are looked up case-insensitively (``casefold``); each object keeps the spelling it is shown with
+(KSQL upper-cases unquoted identifiers, Flink keeps them as written).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from ..errors import StatementError
+from ..sql import ast
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """A column of a source. ``origin``: 'key' (read from the record key), 'value' (from the value),
+    'computed' (a Flink computed column such as PROCTIME())."""
+
+    name: str
+    type: str  # Spark DDL type
+    origin: str = "value"
+    computed: Optional[ast.Expr] = None
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A declared (or query-created) stream or table and how to read it."""
+
+    name: str
+    kind: str  # 'STREAM' or 'TABLE'
+    topic: str
+    columns: tuple[ColumnInfo, ...]
+    key_columns: tuple[str, ...] = ()
+    style: str = "ksql"  # 'ksql' or 'flink': how names are shown and how results are keyed
+    value_format: str = "JSON"
+    key_format: str = "KAFKA"
+    timestamp_column: Optional[str] = None
+    watermark_column: Optional[str] = None
+    watermark_delay_ms: Optional[int] = None
+    proctime_column: Optional[str] = None
+    partitions: int = 1
+    bounded_path: Optional[str] = None  # a file source (SQLstream static table)
+    changelog_format: Optional[str] = None  # e.g. 'debezium-json'
+    properties: tuple[tuple[str, object], ...] = ()
+    created_by_query: bool = False
+
+    def column(self, name: str) -> Optional[ColumnInfo]:
+        wanted = name.casefold()
+        return next((c for c in self.columns if c.name.casefold() == wanted), None)
+
+    @property
+    def value_columns(self) -> tuple[ColumnInfo, ...]:
+        return tuple(c for c in self.columns if c.origin == "value")
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    """A Lenses ``WITH name AS (SELECT ...)`` view: expanded where it is used."""
+
+    name: str
+    query: ast.Select
+    statement_index: int = 0
+
+
+@dataclass(frozen=True)
+class TemporalFunction:
+    """``CREATE TEMPORAL TABLE FUNCTION name ON history (time_column) KEY (key_column)``."""
+
+    name: str
+    history: str
+    time_column: str
+    key_column: str
+
+
+@dataclass
+class Catalog:
+    sources: dict[str, SourceInfo] = field(default_factory=dict)
+    views: dict[str, ViewInfo] = field(default_factory=dict)
+    functions: dict[str, TemporalFunction] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def lookup(self, name: str):
+        key = name.casefold()
+        return self.views.get(key) or self.sources.get(key) or self.functions.get(key)
+
+    def source(self, name: str) -> Optional[SourceInfo]:
+        return self.sources.get(name.casefold())
+
+    def add_source(self, info: SourceInfo, *, pos=None, replace_existing: bool = False) -> None:
+        key = info.name.casefold()
+        if not replace_existing and (key in self.sources or key in self.views):
+            raise StatementError(f"{info.name} already exists", rule="duplicate-name", pos=pos)
+        self.sources[key] = info
+
+    def add_view(self, view: ViewInfo, *, pos=None) -> None:
+        key = view.name.casefold()
+        if key in self.sources or key in self.views:
+            raise StatementError(f"{view.name} already exists", rule="duplicate-name", pos=pos)
+        self.views[key] = view
+
+    def add_function(self, fn: TemporalFunction, *, pos=None) -> None:
+        key = fn.name.casefold()
+        if self.lookup(fn.name) is not None:
+            raise StatementError(f"{fn.name} already exists", rule="duplicate-name", pos=pos)
+        self.functions[key] = fn
+
+    def drop(self, name: str) -> bool:
+        key = name.casefold()
+        return any(d.pop(key, None) is not None for d in (self.sources, self.views, self.functions))
+
+    def with_source(self, info: SourceInfo) -> SourceInfo:
+        self.sources[info.name.casefold()] = info
+        return info
+
+
+def display_name(ident: ast.Ident, style: str) -> str:
+    """How a name is shown: KSQL upper-cases unquoted identifiers; Flink and quoted names keep case."""
+    if ident.quoted or style == "flink":
+        return ident.text
+    return ident.text.upper()
+
+
+__all__ = ["Catalog", "ColumnInfo", "SourceInfo", "ViewInfo", "TemporalFunction", "display_name", "replace"]

@@ -1,0 +1,56 @@
+"""EXPLAIN and DESCRIBE text: each plan node describes itself; this module indents the tree."""
+from __future__ import annotations
+
+from .catalog import SourceInfo
+from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
+
+
+def explain_text(plan: PlanNode) -> str:
+    lines = ["Logical plan:"]
+    _tree(plan, 1, lines)
+    lines.append("Physical plan:")
+    lines.extend("  " + line for line in _physical(plan))
+    return "\n".join(lines)
+
+
+def _tree(node: PlanNode, depth: int, lines: list[str]) -> None:
+    kind = f" -> {node.kind.lower()}"
+    lines.append("  " * depth + node.describe() + kind)
+    for child in node.inputs:
+        _tree(child, depth + 1, lines)
+
+
+def _physical(plan: PlanNode) -> list[str]:
+    """Where work runs in Spark: repartitions (shuffles), stateful operators and their state."""
+    from ..lower.operator_table import OPERATORS
+
+    out = ["Source: streamjoin_topics (one stream over every input topic, in ingestion order)"]
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Repartition):
+            out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
+        if isinstance(node, Join):
+            entry = OPERATORS.get(node.shape)
+            module = f"operators.{entry.module}" if entry else "?"
+            out.append(f"Repartition both inputs by the join key; operator {module} ({node.shape}), state keyed by join key")
+        if isinstance(node, Aggregate):
+            out.append("Repartition by the GROUP BY key; Spark streaming aggregation, state: one row per group")
+        if isinstance(node, Sink):
+            out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
+        stack.extend(node.inputs)
+    return out
+
+
+def describe_text(info: SourceInfo) -> str:
+    lines = [f"Name: {info.name}", f"Type: {info.kind}", f"Topic: {info.topic}",
+             f"Key format: {info.key_format}", f"Value format: {info.value_format}"]
+    if info.timestamp_column:
+        lines.append(f"Timestamp column: {info.timestamp_column}")
+    if info.watermark_delay_ms is not None:
+        lines.append(f"Watermark delay: {info.watermark_delay_ms} ms")
+    lines.append("Columns:")
+    for c in info.columns:
+        tag = " (key)" if c.name in info.key_columns else ""
+        lines.append(f"  {c.name} {c.type.upper()}{tag}")
+    return "\n".join(lines)

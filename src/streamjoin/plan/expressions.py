@@ -1,0 +1,71 @@
+"""Helpers over syntax-tree expressions: generic rewriting, conjunct splitting, column references."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterator, Optional
+
+from ..sql import ast
+
+
+def children(e: ast.Expr) -> Iterator[ast.Expr]:
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, ast.Expr):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, ast.Expr):
+                    yield item
+                elif isinstance(item, tuple):
+                    yield from (x for x in item if isinstance(x, ast.Expr))
+
+
+def walk(e: ast.Expr) -> Iterator[ast.Expr]:
+    yield e
+    for child in children(e):
+        yield from walk(child)
+
+
+def transform(e: ast.Expr, fn: Callable[[ast.Expr], Optional[ast.Expr]]) -> ast.Expr:
+    """Rebuild ``e`` bottom-up... top-down: ``fn`` returns a replacement for a node, or None to recurse."""
+    replaced = fn(e)
+    if replaced is not None:
+        return replaced
+    changes = {}
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, ast.Expr):
+            changes[f.name] = transform(value, fn)
+        elif isinstance(value, tuple) and any(isinstance(v, (ast.Expr, tuple)) for v in value):
+            changes[f.name] = tuple(
+                transform(v, fn) if isinstance(v, ast.Expr)
+                else tuple(transform(x, fn) if isinstance(x, ast.Expr) else x for x in v) if isinstance(v, tuple)
+                else v
+                for v in value
+            )
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def conjuncts(e: Optional[ast.Expr]) -> list[ast.Expr]:
+    """The terms of an AND chain (an absent condition has none)."""
+    if e is None:
+        return []
+    if isinstance(e, ast.BinaryOp) and e.op == "AND":
+        return conjuncts(e.left) + conjuncts(e.right)
+    return [e]
+
+
+def conjoin(terms: list[ast.Expr]) -> Optional[ast.Expr]:
+    if not terms:
+        return None
+    out = terms[0]
+    for t in terms[1:]:
+        out = ast.BinaryOp("AND", out, t, pos=getattr(out, "pos", ast.NOWHERE))
+    return out
+
+
+AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"}
+
+
+def is_aggregate(e: ast.Expr) -> bool:
+    return any(isinstance(x, ast.Call) and x.name in AGGREGATES for x in walk(e))

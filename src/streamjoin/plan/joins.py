@@ -1,0 +1,228 @@
+"""Binding a join: the ON condition is split into what each operator needs, and the join's shape is
+named from the kinds of its inputs and its window form (the key of the operator table in ``lower``).
+
+ON is an AND of terms (DIALECT §4). A term is
+- an equi-key: ``=`` with exactly one input on each side (expressions allowed);
+- a one-input predicate: it restricts matching on that input only;
+- a time bound between both inputs' time attributes (Flink interval join), kept as ``residual``;
+- anything else is *unsupported* and recorded for the validator to refuse with the term quoted.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Optional
+
+from ..errors import StatementError
+from ..sql import ast
+from . import expressions as ex
+from .catalog import TemporalFunction
+from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, Scan
+from .scope import Scope, new_id
+
+if TYPE_CHECKING:
+    from .binder import Binder
+
+COMPARISONS = {"<", "<=", ">", ">="}
+
+
+def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder: "Binder") -> Scope:
+    right = right_scope
+    if isinstance(item.right, ast.LateralTable):
+        lateral = _bind_lateral_table(item.right, left, binder)
+        right = Scope.of(lateral, lateral.alias)
+    on = item.on
+    join_type = {"COMMA": "INNER", "CROSS": "CROSS"}.get(item.kind, item.kind)
+    input_keys = left.input_keys + right.input_keys
+    both = Scope(_concat(left.node, right.node), left.merged + right.merged, input_keys)
+    merged: tuple = ()
+    pairs: list[tuple[ast.Expr, ast.Expr]] = []
+    if item.using is not None or item.natural:
+        names = [u.text for u in item.using] if item.using is not None else _common_names(left.node, right.node)
+        for name in names:
+            lref = left.resolve(ast.Column(ast.Ident(name)))
+            rref = right.resolve(ast.Column(ast.Ident(name)))
+            pairs.append((lref, rref))
+            stand_in = ast.Call("COALESCE", (lref, rref)) if join_type in ("RIGHT", "FULL") else (rref if join_type == "RIGHT" else lref)
+            merged += ((name, stand_in),)
+    terms = [binder.bind_expr(t, both) for t in ex.conjuncts(on)]
+    left_ids = {f.id for f in left.node.fields} | {ROWTIME + "@L"}
+    right_ids = {f.id for f in right.node.fields}
+    left_filters, right_filters, residual, unsupported = [], [], [], []
+    for term in terms:
+        sides = _sides(term, left_ids, right_ids)
+        if sides == {"L"}:
+            left_filters.append(term)
+        elif sides == {"R"}:
+            right_filters.append(term)
+        elif not sides:
+            residual.append(term)
+        elif _is_equi(term, left_ids, right_ids):
+            l, r = term.left, term.right
+            if _sides(l, left_ids, right_ids) == {"R"}:
+                l, r = r, l
+            pairs.append((l, r))
+        elif _is_time_bound(term):
+            residual.append(term)
+        else:
+            unsupported.append(term)
+    if on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA"):
+        pairs = _key_pairs(left.node, right.node)  # Lenses: no ON means equality of the keys
+    shape = classify(left.node, right.node, item, bool(residual))
+    node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item)
+    node = replace(node, unsupported_terms=tuple(unsupported))
+    return Scope(node, left.merged + right.merged + merged, input_keys)
+
+
+def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bool) -> str:
+    """The join's shape, from (left kind, right kind, window form)."""
+    if isinstance(item.right, ast.LateralTable):
+        return "temporal-function"
+    lwin, rwin = _window(left), _window(right)
+    system_time = _system_time(right)
+    flink = _style(left) == "flink" and _style(right) == "flink"
+    if system_time is not None:
+        return "temporal-proctime" if _is_proctime(system_time, left) else "temporal"
+    if lwin is not None or rwin is not None:
+        return "instant-window"
+    kinds = (left.kind, right.kind)
+    if kinds == ("STREAM", "STREAM"):
+        if item.within is not None:
+            return "stream-stream"
+        if flink:
+            return "interval" if has_time_bound else "regular"
+        return "stream-stream"
+    if "STREAM" in kinds:
+        return "regular" if flink else "stream-table"
+    return "regular" if flink else "table-table"
+
+
+def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast.Join) -> Join:
+    nullable_left = join_type in ("RIGHT", "FULL")
+    nullable_right = join_type in ("LEFT", "FULL")
+    fields = tuple(replace(f, nullable=f.nullable or nullable_left) for f in left.fields) + tuple(
+        replace(f, nullable=f.nullable or nullable_right) for f in right.fields
+    )
+    key_fields, equivalents = [], []
+    for i, (l, r) in enumerate(pairs):
+        kf = Field("", _key_name(l, r), new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
+        key_fields.append(kf)
+        equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)}))
+    if shape == "table-table" and not _pairs_on_keys(pairs, left, right):
+        shape = "foreign-key"
+    system_time = _system_time(right)
+    kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
+    return Join(
+        fields + tuple(key_fields), kind, tuple(f.id for f in key_fields), tuple(equivalents),
+        left=left, right=right, join_type=join_type, shape=shape,
+        left_side=JoinSide(tuple(p[0] for p in pairs), ex.conjoin(lf), _window(left)),
+        right_side=JoinSide(tuple(p[1] for p in pairs), ex.conjoin(rf), _window(right)),
+        residual=ex.conjoin(residual), within=item.within, system_time=system_time, pos=item.pos,
+    )
+
+
+def _bind_lateral_table(lt: ast.LateralTable, left: Scope, binder: "Binder") -> PlanNode:
+    fn = binder.catalog.lookup(lt.call.name)
+    if not isinstance(fn, TemporalFunction):
+        raise StatementError(f"unknown table function {lt.call.name}", rule="unknown-function", pos=lt.pos)
+    if len(lt.call.args) != 1:
+        raise StatementError(f"{fn.name} takes one argument: the time to look up", rule="function-arguments", pos=lt.call.pos)
+    history = binder.catalog.source(fn.history)
+    alias = lt.alias.text if lt.alias else fn.name
+    as_of = binder.bind_expr(lt.call.args[0], left)
+    scan = binder.scan(history, alias, None, as_of)
+    key = tuple(f.id for f in scan.fields if f.name.casefold() == fn.key_column.casefold())
+    return replace(scan, kind="TABLE", key=key, key_equivalents=tuple(frozenset([k]) for k in key))
+
+
+def _sides(e: ast.Expr, left_ids: set, right_ids: set) -> set:
+    sides = set()
+    for node in ex.walk(e):
+        if isinstance(node, Ref):
+            if node.id in left_ids:
+                sides.add("L")
+            elif node.id in right_ids:
+                sides.add("R")
+            elif node.id == ROWTIME:
+                sides.update({"L", "R"})
+    return sides
+
+
+def _is_equi(term: ast.Expr, left_ids, right_ids) -> bool:
+    if not (isinstance(term, ast.BinaryOp) and term.op == "="):
+        return False
+    return {frozenset(_sides(term.left, left_ids, right_ids)), frozenset(_sides(term.right, left_ids, right_ids))} == {
+        frozenset({"L"}), frozenset({"R"})
+    }
+
+
+def _is_time_bound(term: ast.Expr) -> bool:
+    return isinstance(term, ast.Between) or (isinstance(term, ast.BinaryOp) and term.op in COMPARISONS)
+
+
+def _key_pairs(left: PlanNode, right: PlanNode):
+    if len(left.key) != len(right.key) or not left.key:
+        return []
+    return [(Ref(l, left.field(l).type, left.field(l).name), Ref(r, right.field(r).type, right.field(r).name))
+            for l, r in zip(left.key, right.key)]
+
+
+def _pairs_on_keys(pairs, left: PlanNode, right: PlanNode) -> bool:
+    def on_key(exprs, node):
+        ids = [e.id for e in exprs if isinstance(e, Ref)]
+        return len(ids) == len(exprs) and set(ids) == set(node.key) and len(ids) == len(node.key)
+
+    return bool(pairs) and on_key([p[0] for p in pairs], left) and on_key([p[1] for p in pairs], right)
+
+
+def _common_names(left: PlanNode, right: PlanNode) -> list[str]:
+    rnames = {f.name.casefold() for f in right.fields if not f.hidden}
+    return [f.name for f in left.fields if not f.hidden and f.name.casefold() in rnames]
+
+
+def _concat(left: PlanNode, right: PlanNode) -> PlanNode:
+    return PlanNode(left.fields + right.fields, "STREAM", ())
+
+
+def _key_name(l: ast.Expr, r: ast.Expr) -> str:
+    for e in (l, r):
+        if isinstance(e, Ref) and e.name:
+            return e.name.split(".")[-1]
+    return "KSQL_COL_0"
+
+
+def _type(e: ast.Expr) -> str:
+    return e.type if isinstance(e, Ref) else ""
+
+
+def _scan_of(node: PlanNode) -> Optional[Scan]:
+    while not isinstance(node, Scan):
+        if len(node.inputs) != 1:
+            return None
+        node = node.inputs[0]
+    return node
+
+
+def _window(node: PlanNode):
+    scan = _scan_of(node)
+    return scan.window if scan is not None else getattr(node, "window", None)
+
+
+def _system_time(node: PlanNode):
+    scan = _scan_of(node)
+    return scan.system_time if scan is not None else None
+
+
+def _style(node: PlanNode) -> str:
+    scan = _scan_of(node)
+    if scan is not None:
+        return scan.source.style
+    styles = {_style(c) for c in node.inputs}
+    return "flink" if styles == {"flink"} else "ksql"
+
+
+def _is_proctime(expr: ast.Expr, left: PlanNode) -> bool:
+    scan = _scan_of(left)
+    if scan is None or scan.source.proctime_column is None:
+        return False
+    ids = {f.id for f in scan.fields if f.name == scan.source.proctime_column}
+    return any(isinstance(n, Ref) and n.id in ids for n in ex.walk(expr))

@@ -1,0 +1,276 @@
+"""Logical plan: small immutable nodes. Each describes itself for EXPLAIN.
+
+Every node has ``fields`` (its columns, each with a unique physical ``id``), ``kind`` ('STREAM' or
+'TABLE': an append-only stream or a changelog keyed by ``key``) and ``key`` (ids of the key fields).
+Expressions inside a plan are syntax-tree expressions whose column references were replaced by
+``Ref`` (a physical id), so lowering never resolves names again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..sql import ast
+from .catalog import SourceInfo
+
+ROWTIME = "_rowtime"  # physical column: event time in epoch milliseconds
+SEQ = "_seq"  # physical column: ingestion order of the record that produced the row
+SUB = "_sub"  # physical column: position among the rows one input record produced
+TOMBSTONE = "_tombstone"  # physical column on changelogs: the row deletes its key
+
+
+@dataclass(frozen=True)
+class Ref(ast.Expr):
+    """A resolved column: ``id`` is the physical column name."""
+
+    id: str
+    type: str
+    name: str = ""
+    pos: ast.Pos = field(default=ast.NOWHERE, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Field:
+    qualifier: str  # the alias of the input it came from ('' for computed columns)
+    name: str  # display name
+    id: str  # physical column name
+    type: str  # Spark DDL type
+    nullable: bool = True
+    hidden: bool = False  # carried (e.g. an unprojected key) but not selectable or written as a value
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    fields: tuple[Field, ...]
+    kind: str
+    key: tuple[str, ...]
+    # per key column, the ids of fields known to equal it (both sides' join columns, for instance)
+    key_equivalents: tuple[frozenset, ...] = ()
+
+    def field(self, id_: str) -> Field:
+        return next(f for f in self.fields if f.id == id_)
+
+    @property
+    def inputs(self) -> tuple["PlanNode", ...]:
+        return ()
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Scan(PlanNode):
+    source: SourceInfo = None  # type: ignore[assignment]
+    alias: str = ""
+    window: Optional[ast.WindowSpec] = None  # SQLstream OVER (...) on this input
+    system_time: Optional[ast.Expr] = None  # Flink FOR SYSTEM_TIME AS OF
+
+    def describe(self) -> str:
+        extra = f" OVER {_window_text(self.window)}" if self.window else ""
+        return f"Scan {self.source.kind.lower()} {self.source.name} AS {self.alias} (topic {self.source.topic}){extra}"
+
+
+@dataclass(frozen=True)
+class Filter(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    predicate: ast.Expr = None  # type: ignore[assignment]
+    where: str = "WHERE"
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"Filter [{self.where}] {expr_text(self.predicate)}"
+
+
+@dataclass(frozen=True)
+class Lateral(PlanNode):
+    """Lenses ``LATERAL expr AS alias``: one row per element of the array ``expr``."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    expr: ast.Expr = None  # type: ignore[assignment]
+    element: Field = None  # type: ignore[assignment]
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"LateralExplode {expr_text(self.expr)} AS {self.element.name}"
+
+
+@dataclass(frozen=True)
+class Repartition(PlanNode):
+    """Re-key rows by ``by`` (PARTITION BY, or a join on a non-key expression): a Spark shuffle."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    by: tuple[ast.Expr, ...] = ()
+    reason: str = "PARTITION BY"
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"Repartition by ({', '.join(expr_text(e) for e in self.by)}) [{self.reason}]"
+
+
+@dataclass(frozen=True)
+class JoinSide:
+    """What one side contributes to a join condition."""
+
+    keys: tuple[ast.Expr, ...] = ()  # equi-join expressions, pairwise with the other side's
+    filter: Optional[ast.Expr] = None  # ON predicates on this side only (restrict matching)
+    window: Optional[ast.WindowSpec] = None
+
+
+@dataclass(frozen=True)
+class Join(PlanNode):
+    """A binary join. ``shape`` names the operator family (see ``lower.operator_table``)."""
+
+    left: PlanNode = None  # type: ignore[assignment]
+    right: PlanNode = None  # type: ignore[assignment]
+    join_type: str = "INNER"  # INNER LEFT RIGHT FULL CROSS
+    shape: str = ""
+    left_side: JoinSide = JoinSide()
+    right_side: JoinSide = JoinSide()
+    residual: Optional[ast.Expr] = None  # two-input predicates that are not equalities (interval bounds)
+    within: Optional[ast.Within] = None
+    system_time: Optional[ast.Expr] = None
+    unsupported_terms: tuple[ast.Expr, ...] = ()  # ON terms no join can evaluate (refused by validation)
+    pos: ast.Pos = ast.NOWHERE
+
+    @property
+    def inputs(self):
+        return (self.left, self.right)
+
+    def describe(self) -> str:
+        keys = ", ".join(
+            f"{expr_text(a)} = {expr_text(b)}" for a, b in zip(self.left_side.keys, self.right_side.keys)
+        )
+        parts = [f"Join [{self.shape}] {self.join_type}"]
+        if keys:
+            parts.append(f"on {keys}")
+        if self.within:
+            parts.append(f"within ({self.within.before_ms} ms, {self.within.after_ms} ms)")
+            if self.within.grace_ms is not None:
+                parts.append(f"grace {self.within.grace_ms} ms")
+        for label, side in (("left", self.left_side), ("right", self.right_side)):
+            if side.filter is not None:
+                parts.append(f"{label}-only match filter {expr_text(side.filter)}")
+        if self.residual is not None:
+            parts.append(f"residual {expr_text(self.residual)}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Project(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    items: tuple[tuple[Field, ast.Expr], ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Project " + ", ".join(f"{expr_text(e)} AS {f.name}" for f, e in self.items)
+
+
+@dataclass(frozen=True)
+class Aggregate(PlanNode):
+    """GROUP BY: a changelog keyed by the grouping expressions."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    groups: tuple[tuple[Field, ast.Expr], ...] = ()
+    aggregates: tuple[tuple[Field, ast.Call], ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        groups = ", ".join(expr_text(e) for _, e in self.groups)
+        aggs = ", ".join(f"{expr_text(e)} AS {f.id}" for f, e in self.aggregates)
+        return f"Aggregate by ({groups}) computing {aggs}"
+
+
+@dataclass(frozen=True)
+class Sink(PlanNode):
+    """Write to a topic. ``value_fields`` are written in the value, ``key`` in the record key."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    target: SourceInfo = None  # type: ignore[assignment]
+    value_fields: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        key = ", ".join(self.input.field(k).name for k in self.key) or "none"
+        return f"Sink {self.target.kind.lower()} {self.target.name} (topic {self.target.topic}, key {key}, format {self.target.value_format})"
+
+
+def walk(node: PlanNode):
+    """Pre-order walk of a plan."""
+    yield node
+    for child in node.inputs:
+        yield from walk(child)
+
+
+def _window_text(w: ast.WindowSpec) -> str:
+    def bound(b: ast.FrameBound) -> str:
+        return f"{b.amount} {b.kind}" if b.amount is not None else b.kind
+
+    text = f"{w.unit} BETWEEN {bound(w.lower)} AND {bound(w.upper)}"
+    if w.order_by is not None:
+        text = f"ORDER BY {expr_text(w.order_by)} {text}"
+    return f"({text})"
+
+
+def expr_text(e: Optional[ast.Expr]) -> str:
+    """SQL-like text of a (bound) expression, for EXPLAIN and error messages."""
+    if e is None:
+        return ""
+    if isinstance(e, Ref):
+        return e.name or e.id
+    if isinstance(e, ast.Column):
+        return f"{e.qualifier.text}.{e.name.text}" if e.qualifier else e.name.text
+    if isinstance(e, ast.Literal):
+        if e.kind == "string":
+            return "'" + str(e.value).replace("'", "''") + "'"
+        return "NULL" if e.kind == "null" else str(e.value).upper() if e.kind == "boolean" else str(e.value)
+    if isinstance(e, ast.Interval):
+        return f"INTERVAL {e.millis} MILLISECOND"
+    if isinstance(e, ast.TimeUnit):
+        return e.unit
+    if isinstance(e, ast.Call):
+        inner = "*" if e.star else ", ".join(expr_text(a) for a in e.args)
+        if e.name in ("FLOOR", "CEIL") and len(e.args) == 2 and isinstance(e.args[1], ast.TimeUnit):
+            inner = f"{expr_text(e.args[0])} TO {e.args[1].unit}"
+        return f"{e.name}({'DISTINCT ' if e.distinct else ''}{inner})"
+    if isinstance(e, ast.BinaryOp):
+        return f"({expr_text(e.left)} {e.op} {expr_text(e.right)})"
+    if isinstance(e, ast.UnaryOp):
+        return f"{e.op} {expr_text(e.operand)}" if e.op == "NOT" else f"-{expr_text(e.operand)}"
+    if isinstance(e, ast.IsNull):
+        return f"{expr_text(e.operand)} IS {'NOT ' if e.negated else ''}NULL"
+    if isinstance(e, ast.Between):
+        return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}BETWEEN {expr_text(e.low)} AND {expr_text(e.high)}"
+    if isinstance(e, ast.InList):
+        return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}IN ({', '.join(expr_text(i) for i in e.items)})"
+    if isinstance(e, ast.Like):
+        return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}LIKE {expr_text(e.pattern)}"
+    if isinstance(e, ast.Cast):
+        return f"CAST({expr_text(e.operand)} AS {e.type.name})"
+    if isinstance(e, ast.ArrayLiteral):
+        return "[" + ", ".join(expr_text(i) for i in e.items) + "]"
+    if isinstance(e, ast.Star):
+        return f"{e.qualifier.text}.*" if e.qualifier else "*"
+    if isinstance(e, ast.Subscript):
+        return f"{expr_text(e.base)}[{expr_text(e.index)}]" if e.index is not None else f"{expr_text(e.base)}->{e.field.text}"
+    if isinstance(e, ast.Case):
+        whens = " ".join(f"WHEN {expr_text(c)} THEN {expr_text(v)}" for c, v in e.whens)
+        return f"CASE {whens}{' ELSE ' + expr_text(e.else_) if e.else_ is not None else ''} END"
+    return type(e).__name__

@@ -1,0 +1,92 @@
+"""Name resolution: which plan field a column reference means."""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from ..errors import StatementError
+from ..sql import ast
+from .nodes import ROWTIME, Field, PlanNode, Ref
+
+_ids = itertools.count()
+
+ROWTIME_NAMES = {"rowtime"}
+KEY_NAMES = {"rowkey", "_key"}
+
+
+def new_id(hint: str) -> str:
+    """A fresh physical column name."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", hint)[:40]
+    return f"c{next(_ids)}_{clean}"
+
+
+def matches(ident: ast.Ident, name: str) -> bool:
+    return ident.text == name if ident.quoted else ident.text.casefold() == name.casefold()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The fields visible to expressions over ``node``; ``merged`` maps a USING/NATURAL column name to
+    the expression that stands for it unqualified."""
+
+    node: PlanNode
+    merged: tuple[tuple[str, ast.Expr], ...] = ()
+    # key field ids of each named input (for ``alias._key`` / ``alias.ROWKEY`` after a join)
+    input_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @staticmethod
+    def of(node: PlanNode, alias: str) -> "Scope":
+        return Scope(node, (), ((alias, node.key),))
+
+    @property
+    def qualifiers(self) -> set[str]:
+        return {f.qualifier.casefold() for f in self.node.fields if f.qualifier}
+
+    def resolve(self, col: ast.Column) -> ast.Expr:
+        name = col.name.text
+        if col.qualifier is None:
+            for merged_name, expr in self.merged:
+                if merged_name.casefold() == name.casefold():
+                    return expr
+        candidates = [
+            f for f in self.node.fields
+            if not f.hidden and matches(col.name, f.name)
+            and (col.qualifier is None or matches(col.qualifier, f.qualifier))
+        ]
+        if len(candidates) == 1:
+            f = candidates[0]
+            return Ref(f.id, f.type, _qualified(f), pos=col.pos)
+        if len(candidates) > 1:
+            raise StatementError(
+                f"column {name} is ambiguous: it is in {', '.join(sorted({c.qualifier for c in candidates}))}",
+                rule="ambiguous-column", pos=col.pos,
+            )
+        pseudo = self._pseudo(col)
+        if pseudo is not None:
+            return pseudo
+        where = f" of {col.qualifier.text}" if col.qualifier else ""
+        raise StatementError(f"unknown column {name}{where}", rule="unknown-column", pos=col.pos)
+
+    def _pseudo(self, col: ast.Column) -> ast.Expr | None:
+        name = col.name.text.casefold()
+        if col.qualifier is not None and col.qualifier.text.casefold() not in self.qualifiers:
+            raise StatementError(f"unknown input {col.qualifier.text}", rule="unknown-column", pos=col.pos)
+        if name in ROWTIME_NAMES:
+            return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
+        if name in KEY_NAMES:
+            key_ids = self.node.key
+            if col.qualifier is not None:
+                key_ids = next((ids for alias, ids in self.input_keys if matches(col.qualifier, alias)), ())
+            keys = [f for f in self.node.fields if f.id in key_ids]
+            if len(keys) == 1:
+                f = keys[0]
+                return Ref(f.id, f.type, _qualified(f), pos=col.pos)
+            raise StatementError(
+                f"{col.name.text} needs an input with exactly one key column", rule="unknown-column", pos=col.pos
+            )
+        return None
+
+
+def _qualified(f: Field) -> str:
+    return f"{f.qualifier}.{f.name}" if f.qualifier else f.name

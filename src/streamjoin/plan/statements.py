@@ -1,0 +1,146 @@
+"""Planning a script: each statement updates the catalog and may yield a persistent query plan.
+
+Planning never touches Spark, so a whole script is planned (and validated) before anything starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..errors import StatementError
+from ..sql import ast
+from ..validate.rules import validate
+from .binder import Binder
+from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
+from .ddl import properties_dict, source_from_ddl
+from .nodes import Join, PlanNode, Sink, walk
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    """A persistent query: its id, the statement it came from and its plan ending in a Sink."""
+
+    query_id: str
+    statement: ast.ScriptStatement
+    plan: Sink
+
+
+@dataclass(frozen=True)
+class PlannedStatement:
+    statement: ast.ScriptStatement
+    query: Optional[PlannedQuery] = None
+    output: Optional[str] = None  # text for EXPLAIN / DESCRIBE
+    created_topic: Optional[tuple[str, int]] = None  # (topic, partitions) a DDL statement declares
+
+
+class StatementPlanner:
+    def __init__(self, catalog: Catalog, *, check_operators=None):
+        self.catalog = catalog
+        self.binder = Binder(catalog)
+        self.check_operators = check_operators  # callable(join) raising NotYetSupported, or None
+        self._query_count = 0
+
+    def plan(self, item: ast.ScriptStatement) -> PlannedStatement:
+        try:
+            return self._plan(item.statement, item)
+        except StatementError as err:
+            raise err.at_statement(item.index, item.pos) from None
+
+    def _plan(self, stmt: ast.Statement, item: ast.ScriptStatement) -> PlannedStatement:
+        if isinstance(stmt, ast.CreateSource):
+            info = source_from_ddl(stmt)
+            self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
+            return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
+        if isinstance(stmt, ast.CreateView):
+            style = "ksql"
+            self.binder.bind_select(stmt.query)  # validate the view now, even if unused
+            self.catalog.add_view(ViewInfo(display_name(stmt.name, style), stmt.query, item.index), pos=stmt.pos)
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.CreateTemporalTableFunction):
+            history = self.catalog.source(stmt.history.text)
+            if history is None:
+                raise StatementError(f"unknown table {stmt.history.text}", rule="unknown-source", pos=stmt.history.pos)
+            for col in (stmt.time_column, stmt.key_column):
+                if history.column(col.text) is None:
+                    raise StatementError(f"{col.text} is not a column of {history.name}", rule="unknown-column", pos=col.pos)
+            self.catalog.add_function(
+                TemporalFunction(stmt.name.text, history.name, stmt.time_column.text, stmt.key_column.text), pos=stmt.pos
+            )
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.CreateAsSelect):
+            return self._persistent(item, stmt.query, stmt.name, stmt.kind, properties_dict(stmt.properties), create=True)
+        if isinstance(stmt, ast.InsertInto):
+            return self._persistent(item, stmt.query, stmt.target, None, {}, create=False)
+        if isinstance(stmt, ast.SetProperty):
+            self.catalog.properties[stmt.name] = stmt.value
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.Explain):
+            inner = self._plan(stmt.statement, item)
+            from .explain import explain_text
+
+            text = explain_text(inner.query.plan) if inner.query else f"{type(stmt.statement).__name__}: no query"
+            return PlannedStatement(item, query=None, output=text)
+        if isinstance(stmt, ast.Describe):
+            from .explain import describe_text
+
+            info = self.catalog.source(stmt.name.text)
+            if info is None:
+                raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
+            return PlannedStatement(item, output=describe_text(info))
+        if isinstance(stmt, ast.Drop):
+            if not self.catalog.drop(stmt.name.text) and not stmt.if_exists:
+                raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.QueryStatement):
+            plan, _ = self.binder.bind_select(stmt.query)
+            self._check(plan)
+            return PlannedStatement(item)
+        raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
+
+    def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool):
+        plan, style = self.binder.bind_select(select)
+        self._check(plan)
+        existing = self.catalog.source(name.text)
+        if create and existing is not None:
+            raise StatementError(f"{existing.name} already exists", rule="duplicate-name", pos=name.pos)
+        result_kind = kind or plan.kind
+        if existing is not None:
+            target = existing
+        else:
+            shown = display_name(name, style) if create else name.text
+            target = SourceInfo(
+                name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
+                columns=_columns_of(plan, style), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
+                style=style, value_format=str(props.get("value_format", "JSON")).upper(),
+                key_format=str(props.get("key_format", "KAFKA")).upper(), partitions=int(props.get("partitions", 1) or 1),
+                created_by_query=True,
+            )
+            self.catalog.add_source(target)
+        visible = [f for f in plan.fields if not f.hidden]
+        value_fields = tuple(f.id for f in visible if style == "flink" or f.id not in plan.key)
+        sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
+        self._query_count += 1
+        query_id = f"{'CSAS' if result_kind == 'STREAM' else 'CTAS'}_{target.name}_{self._query_count}".upper()
+        if not create:
+            query_id = f"INSERTQUERY_{target.name}_{self._query_count}".upper()
+        return PlannedStatement(item, query=PlannedQuery(query_id, item, sink), created_topic=(target.topic, target.partitions))
+
+    def _check(self, plan: PlanNode) -> None:
+        validate(plan)
+        if self.check_operators is not None:
+            for node in walk(plan):
+                if isinstance(node, Join):
+                    self.check_operators(node)
+
+
+def _columns_of(plan: PlanNode, style: str) -> tuple[ColumnInfo, ...]:
+    cols = []
+    for f in plan.fields:
+        if f.hidden:
+            continue
+        origin = "key" if (f.id in plan.key and style != "flink") else "value"
+        cols.append(ColumnInfo(f.name, f.type or "string", origin))
+    return tuple(cols)
+
+
+__all__ = ["StatementPlanner", "PlannedStatement", "PlannedQuery", "replace"]

@@ -1,0 +1,141 @@
+"""The engine: SQL text in, Spark Structured Streaming queries out.
+
+``Engine(spark).execute(sql)`` parses and plans the whole script first — every statement is validated
+and every join's operator looked up — and only then creates topics and starts the persistent queries,
+so a refused statement starts nothing. Each query gets a checkpoint directory named after its id, so
+running the same script again resumes every query where it stopped.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from ..connectors.embedded_sink import topic_writer
+from ..connectors.topic_store import TopicStore
+from ..lower.lowering import SourceOptions, has_aggregate, lower, read_inputs
+from ..lower.operator_table import check_supported
+from ..lower.sink import encode
+from ..operators.base import LoweringContext
+from ..plan.catalog import Catalog
+from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
+from ..sql import parse_script
+from .session import register_sources
+
+DEFAULT_HOME = ".streamjoin"
+
+
+@dataclass
+class RunningQuery:
+    """A started persistent query: its id, the sink it writes and the Spark query."""
+
+    query_id: str
+    sink: str
+    topic: str
+    spark_query: StreamingQuery
+    planned: PlannedQuery
+
+    def process_all_available(self) -> None:
+        self.spark_query.processAllAvailable()
+
+    def stop(self) -> None:
+        self.spark_query.stop()
+
+
+@dataclass
+class Engine:
+    spark: SparkSession
+    home: str = field(default_factory=lambda: os.environ.get("STREAMJOIN_HOME", DEFAULT_HOME))
+    records_per_batch: int = 0  # 0: everything available in one micro-batch
+    catalog: Catalog = field(default_factory=Catalog)
+    queries: list[RunningQuery] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.home = str(Path(self.home).absolute())
+        self.topics_root = os.path.join(self.home, "topics")
+        self.checkpoint_root = os.path.join(self.home, "checkpoints")
+        self.store = TopicStore(self.topics_root)
+        register_sources(self.spark)
+
+    # ------------------------------------------------------------------ public API
+
+    def plan(self, sql: str) -> list[PlannedStatement]:
+        """Parse, bind and validate a script against a copy of the catalog; nothing is started."""
+        planner = StatementPlanner(_copy(self.catalog), check_operators=check_supported)
+        return [planner.plan(item) for item in parse_script(sql)]
+
+    def execute(self, sql: str) -> list[RunningQuery]:
+        """Run a script: DDL updates the catalog, persistent queries start. Returns the started queries."""
+        self.plan(sql)  # refuse before any side effect
+        planner = StatementPlanner(self.catalog, check_operators=check_supported)
+        started = []
+        for item in parse_script(sql):
+            planned = planner.plan(item)
+            if planned.created_topic:
+                self.store.create(*planned.created_topic)
+            if planned.output:
+                self.outputs.append(planned.output)
+            if planned.query:
+                started.append(self._start(planned.query))
+        self.queries.extend(started)
+        return started
+
+    def explain(self, sql: str) -> str:
+        """The logical and physical plan of every query in ``sql`` (DDL in it is applied to a copy)."""
+        texts = []
+        for planned in self.plan(sql):
+            if planned.output:
+                texts.append(planned.output)
+            elif planned.query:
+                from ..plan.explain import explain_text
+
+                texts.append(explain_text(planned.query.plan))
+        return "\n\n".join(texts)
+
+    def dataframe(self, query: RunningQuery | str) -> DataFrame:
+        """A query's result as a Spark DataFrame (a batch read of its sink topic, decoded)."""
+        name = query.sink if isinstance(query, RunningQuery) else query
+        info = self.catalog.source(name)
+        from ..connectors.reading import read_topic_batch
+
+        return read_topic_batch(self.spark, self.topics_root, info)
+
+    def process_all_available(self) -> None:
+        """Run every query until it has consumed all input, repeating while queries feed each other."""
+        while True:
+            before = self.store.committed_seq()
+            for q in self.queries:
+                q.process_all_available()
+            if self.store.committed_seq() == before:
+                return
+
+    def stop(self) -> None:
+        for q in self.queries:
+            q.stop()
+        self.queries.clear()
+
+    # ------------------------------------------------------------------ internals
+
+    def _start(self, planned: PlannedQuery) -> RunningQuery:
+        sink = planned.plan
+        checkpoint = os.path.join(self.checkpoint_root, planned.query_id)
+        ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties))
+        records = read_inputs(self.spark, sink, SourceOptions(self.topics_root, self.records_per_batch))
+        result = encode(sink, lower(sink.input, records, ctx))
+        writer = (
+            result.writeStream.queryName(planned.query_id)
+            .foreachBatch(topic_writer(self.topics_root, sink.target.topic, planned.query_id, sink.target.partitions))
+            .option("checkpointLocation", checkpoint)
+            .outputMode("update" if has_aggregate(sink) else "append")
+        )
+        query = writer.start()
+        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned)
+
+
+def _copy(catalog: Catalog) -> Catalog:
+    return Catalog(dict(catalog.sources), dict(catalog.views), dict(catalog.functions), dict(catalog.properties))

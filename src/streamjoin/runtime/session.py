@@ -1,0 +1,60 @@
+"""Building the SparkSession streamjoin runs on, and registering its data sources."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Optional
+
+from pyspark.sql import SparkSession
+
+_REGISTERED: set[int] = set()
+
+DEFAULT_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+}
+
+
+def require_java() -> None:
+    """Fail with a plain message when no Java runtime is on the PATH (PySpark needs Java 17+)."""
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise RuntimeError(
+            "streamjoin needs a Java 17+ runtime for Spark, and none was found. "
+            "Install one (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME."
+        )
+
+
+def build_session(master: Optional[str] = None, app_name: str = "streamjoin", conf: Optional[dict] = None) -> SparkSession:
+    """A SparkSession with streamjoin's defaults (few shuffle partitions, RocksDB state, UTC)."""
+    require_java()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("STREAMJOIN_MASTER", "local[2]"))
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_sources(spark)
+    return spark
+
+
+def register_sources(spark: SparkSession) -> None:
+    """Register streamjoin's Python data sources with ``spark`` (once per session)."""
+    if id(spark) in _REGISTERED:
+        return
+    from ..connectors.embedded_source import EmbeddedTopicSource
+
+    spark.dataSource.register(EmbeddedTopicSource)
+    _REGISTERED.add(id(spark))

@@ -1,0 +1,477 @@
+"""Syntax tree produced by the SQL front end.
+
+Every node is a small frozen dataclass. Names are kept exactly as written (``quoted`` says whether the
+identifier was double- or back-quoted); case folding is the binder's job, not the parser's. Durations are
+normalised to milliseconds. ``pos`` is the (line, column) of the node's first token in the script, 1-based;
+it takes no part in equality.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Pos:
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}"
+
+
+NOWHERE = Pos()
+
+
+def _pos() -> Any:
+    return field(default=NOWHERE, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------- identifiers and types
+
+
+@dataclass(frozen=True)
+class Ident:
+    """An identifier as written. ``quoted`` identifiers are case-sensitive."""
+
+    text: str
+    quoted: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TypeName:
+    """A column type: ``INT``, ``VARCHAR(8)``, ``DECIMAL(10, 4)``, ``TIMESTAMP(3)``, ``ARRAY<INT>``,
+    ``MAP<STRING, INT>``, ``STRUCT<a INT, b STRING>``. ``name`` is upper-cased."""
+
+    name: str
+    params: tuple[int, ...] = ()
+    args: tuple["TypeName", ...] = ()  # ARRAY element, MAP key and value
+    fields: tuple[tuple[str, "TypeName"], ...] = ()  # STRUCT fields
+    pos: Pos = _pos()
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr:
+    pass
+
+
+@dataclass(frozen=True)
+class Column(Expr):
+    """``name`` or ``qualifier.name`` (ROWTIME, ROWKEY and _key are plain columns here)."""
+
+    name: Ident
+    qualifier: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Star(Expr):
+    """``*`` or ``qualifier.*``."""
+
+    qualifier: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    """``kind`` is one of 'string', 'integer', 'decimal', 'boolean', 'null'. ``value`` is the Python value
+    (str, int, decimal text as str, bool, None)."""
+
+    value: Any
+    kind: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Interval(Expr):
+    """``INTERVAL '4' HOUR`` (or a Lenses duration used as a value), in milliseconds."""
+
+    millis: int
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TimeUnit(Expr):
+    """A bare time unit used as a function argument, e.g. the HOUR of ``FLOOR(ROWTIME TO HOUR)``."""
+
+    unit: str  # upper-cased, singular: SECOND, MINUTE, HOUR, DAY, ...
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A function call. ``name`` upper-cased. ``COUNT(*)`` has ``star=True`` and no args.
+    ``FLOOR(x TO HOUR)`` is ``Call('FLOOR', (x, TimeUnit('HOUR')))``. ``PROCTIME()`` is a Call."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    star: bool = False
+    distinct: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class BinaryOp(Expr):
+    """``op`` is one of: + - * / % || = <> < <= > >= AND OR  (``!=`` is normalised to ``<>``)."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class UnaryOp(Expr):
+    """``op`` is 'NOT' or '-'."""
+
+    op: str
+    operand: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class IsNull(Expr):
+    operand: Expr
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class InList(Expr):
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    operand: Expr
+    pattern: Expr
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    operand: Expr
+    type: TypeName
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class ArrayLiteral(Expr):
+    """``[a, b]`` (Lenses) or ``ARRAY[a, b]``."""
+
+    items: tuple[Expr, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Case(Expr):
+    """Searched CASE (``operand`` None) or simple CASE."""
+
+    whens: tuple[tuple[Expr, Expr], ...]
+    else_: Optional[Expr] = None
+    operand: Optional[Expr] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Subscript(Expr):
+    """``base[index]`` (array element) or ``base->field`` / ``base.field`` on a struct (``field`` set)."""
+
+    base: Expr
+    index: Optional[Expr] = None
+    field: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+# ---------------------------------------------------------------- windows and time
+
+
+@dataclass(frozen=True)
+class Within:
+    """``WITHIN d`` (before = after = d), ``WITHIN (before, after)``, optional ``GRACE PERIOD g``."""
+
+    before_ms: int
+    after_ms: int
+    grace_ms: Optional[int] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class FrameBound:
+    """One end of an OVER frame. ``kind``: 'UNBOUNDED PRECEDING', 'PRECEDING', 'CURRENT ROW', 'FOLLOWING'.
+    ``amount`` is milliseconds in a RANGE frame, a row count in a ROWS frame (None for the other kinds)."""
+
+    kind: str
+    amount: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """An OVER (...) specification, inline or from a WINDOW clause.
+
+    ``RANGE INTERVAL '1' MINUTE PRECEDING`` is lower=PRECEDING 60000, upper=CURRENT ROW.
+    ``ORDER BY FLOOR(ROWTIME TO HOUR) RANGE CURRENT ROW`` has ``order_by`` set and both bounds CURRENT ROW.
+    ``base`` names a WINDOW-clause window this one refines (``OVER (w ...)``), if any."""
+
+    unit: str  # 'RANGE' or 'ROWS'
+    lower: FrameBound
+    upper: FrameBound
+    order_by: Optional[Expr] = None
+    partition_by: tuple[Expr, ...] = ()
+    base: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+# ---------------------------------------------------------------- FROM clause
+
+
+@dataclass(frozen=True)
+class FromItem:
+    pass
+
+
+@dataclass(frozen=True)
+class Relation(FromItem):
+    """A named stream/table/view, optionally with an alias, an OVER window (inline ``window`` or the name of
+    a WINDOW-clause window in ``window_name``) and a temporal clause ``FOR SYSTEM_TIME AS OF expr``."""
+
+    name: Ident
+    alias: Optional[Ident] = None
+    window: Optional[WindowSpec] = None
+    window_name: Optional[Ident] = None
+    system_time: Optional[Expr] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class LateralTable(FromItem):
+    """Flink ``LATERAL TABLE (f(args)) AS alias [(col, ...)]``."""
+
+    call: Call
+    alias: Optional[Ident] = None
+    column_aliases: tuple[Ident, ...] = ()
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Join(FromItem):
+    """``kind``: 'INNER', 'LEFT', 'RIGHT', 'FULL', 'CROSS', or 'COMMA' (``FROM a, b``).
+    ``natural``: NATURAL JOIN. At most one of ``on`` / ``using`` is set. Joins are left-deep: a chain
+    ``a JOIN b JOIN c`` is ``Join(Join(a, b), c)``."""
+
+    left: FromItem
+    right: FromItem
+    kind: str
+    on: Optional[Expr] = None
+    using: Optional[tuple[Ident, ...]] = None
+    natural: bool = False
+    within: Optional[Within] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Lateral(FromItem):
+    """Lenses ``source LATERAL expr AS alias`` (repeatable: nests left-deep)."""
+
+    source: FromItem
+    expr: Expr
+    alias: Ident
+    pos: Pos = _pos()
+
+
+# ---------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """One projection. ``expr`` may be a ``Star``."""
+
+    expr: Expr
+    alias: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Select:
+    """A SELECT. ``result_kind`` is 'STREAM' / 'TABLE' for ``SELECT STREAM|TABLE`` (else None).
+    ``emit`` is 'CHANGES' / 'FINAL' / None. ``windows`` holds the WINDOW clause: name -> spec."""
+
+    items: tuple[SelectItem, ...]
+    from_: FromItem
+    where: Optional[Expr] = None
+    group_by: tuple[Expr, ...] = ()
+    having: Optional[Expr] = None
+    partition_by: tuple[Expr, ...] = ()
+    emit: Optional[str] = None
+    result_kind: Optional[str] = None
+    windows: tuple[tuple[Ident, WindowSpec], ...] = ()
+    pos: Pos = _pos()
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Statement:
+    pass
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """A column in DDL. ``key``: KSQL ``KEY`` (stream key column); ``primary_key``: ``PRIMARY KEY`` inline.
+    ``computed``: a Flink computed column such as ``p AS PROCTIME()`` (then ``type`` is None)."""
+
+    name: Ident
+    type: Optional[TypeName]
+    key: bool = False
+    primary_key: bool = False
+    computed: Optional[Expr] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Flink ``WATERMARK FOR column AS expr``."""
+
+    column: Ident
+    expr: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Property:
+    """One ``WITH (...)`` entry. ``name`` as written (quotes removed), ``value`` a Python str/int/bool."""
+
+    name: str
+    value: Any
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class CreateSource(Statement):
+    """``CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] n (cols) WITH (...)``.
+    ``kind`` is 'STREAM' or 'TABLE' as written (Flink DDL always writes TABLE). ``style`` is 'flink' when
+    the statement used Flink-only syntax (quoted property names, a table-level PRIMARY KEY ... NOT
+    ENFORCED, WATERMARK FOR, computed columns, or a 'connector' property), else 'ksql'.
+    ``primary_key`` lists table-level PRIMARY KEY columns."""
+
+    kind: str
+    name: Ident
+    columns: tuple[ColumnDef, ...]
+    properties: tuple[Property, ...] = ()
+    primary_key: tuple[Ident, ...] = ()
+    watermark: Optional[Watermark] = None
+    style: str = "ksql"
+    or_replace: bool = False
+    if_not_exists: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class CreateAsSelect(Statement):
+    """``CREATE [OR REPLACE] STREAM|TABLE n [WITH (...)] AS SELECT ...``."""
+
+    kind: str
+    name: Ident
+    query: Select
+    properties: tuple[Property, ...] = ()
+    or_replace: bool = False
+    if_not_exists: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class InsertInto(Statement):
+    """``INSERT INTO n SELECT ...``."""
+
+    target: Ident
+    query: Select
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class CreateView(Statement):
+    """Lenses ``WITH n AS (SELECT STREAM|TABLE ...);`` — a named view, no query of its own."""
+
+    name: Ident
+    query: Select
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class CreateTemporalTableFunction(Statement):
+    """``CREATE TEMPORAL TABLE FUNCTION f ON history (time_col) KEY (key_col)``."""
+
+    name: Ident
+    history: Ident
+    time_column: Ident
+    key_column: Ident
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class QueryStatement(Statement):
+    """A bare ``SELECT ...;`` (a transient query)."""
+
+    query: Select
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class SetProperty(Statement):
+    """``SET 'k' = 'v'`` (quotes optional on either side)."""
+
+    name: str
+    value: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Explain(Statement):
+    statement: Statement
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Describe(Statement):
+    name: Ident
+    extended: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Drop(Statement):
+    """``DROP STREAM|TABLE [IF EXISTS] n [DELETE TOPIC]``."""
+
+    kind: str
+    name: Ident
+    if_exists: bool = False
+    delete_topic: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class ScriptStatement:
+    """One statement of a script with its source text and where it starts (1-based line and column)."""
+
+    statement: Statement
+    text: str
+    index: int  # 0-based position in the script
+    pos: Pos = _pos()

@@ -1,0 +1,464 @@
+"""Turns one statement's lark parse tree (see grammar.lark) into the syntax tree of ast.py.
+
+There is one method per grammar rule or alias, called bottom-up with the rule's position (``meta``) and its
+children already built. Lark positions are relative to the statement's own text; ``AstBuilder`` shifts them
+to the whole script (``origin`` is where the statement text starts). The few checks a context-free grammar
+cannot express (a RANGE frame needs a time amount, a ROWS frame a row count, ...) raise ``InvalidSyntax``,
+which the parser reports as a ``SqlSyntaxError``.
+"""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import NamedTuple, Optional
+
+from lark import Token, Transformer, v_args
+
+from . import ast
+from .ast import NOWHERE, Pos
+
+UNIT_MILLIS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+COMPACT_UNITS = {"ms": "MILLISECOND", "s": "SECOND", "m": "MINUTE", "h": "HOUR", "d": "DAY"}
+CURRENT_ROW = ast.FrameBound("CURRENT ROW")
+
+
+class InvalidSyntax(Exception):
+    """A construct the grammar accepts but the language does not; ``pos`` is script-relative."""
+
+    def __init__(self, reason: str, pos: Pos, found: str, expected: tuple[str, ...] = ()):
+        super().__init__(reason)
+        self.reason, self.pos, self.found, self.expected = reason, pos, found, expected
+
+
+def shift(origin: Pos, line: int, column: int) -> Pos:
+    """The script position of (line, column) of a statement whose text starts at ``origin``."""
+    return Pos(origin.line + line - 1, column + (origin.column - 1 if line == 1 else 0))
+
+
+def unquote(text: str) -> str:
+    """The content of a quoted string or identifier: outer quotes removed, doubled quotes undoubled."""
+    quote = text[0]
+    return text[1:-1].replace(quote * 2, quote)
+
+
+class _WithClause(NamedTuple):
+    properties: tuple[ast.Property, ...]
+    flink: bool  # a quoted property name or a 'connector' property
+
+
+class _TablePrimaryKey(NamedTuple):
+    columns: tuple[ast.Ident, ...]
+
+
+@v_args(meta=True, inline=True)
+class AstBuilder(Transformer):
+    def __init__(self, origin: Pos, source: str):
+        super().__init__()
+        self._origin = origin
+        self._source = source
+
+    # ------------------------------------------------------------ positions and errors
+
+    def _pos(self, meta) -> Pos:
+        return NOWHERE if meta.empty else shift(self._origin, meta.line, meta.column)
+
+    def _invalid(self, reason: str, meta, expected: tuple[str, ...] = ()) -> InvalidSyntax:
+        found = self._source[meta.start_pos:meta.end_pos]
+        return InvalidSyntax(reason, self._pos(meta), found, expected)
+
+    def _flag(self, meta) -> bool:
+        return True
+
+    or_replace = if_not_exists = if_exists = extended = delete_topic = negated = distinct = _flag
+    local_time_zone = _flag
+
+    def _upper(self, meta, token: Token) -> str:
+        return token.upper()
+
+    source_kind = result_kind = frame_unit = floor_name = sized_type_name = _upper
+
+    def _children(self, meta, *children):
+        return tuple(children)
+
+    table_elements = select_list = expr_list = ident_list = _children
+
+    def _only(self, meta, child):
+        return child
+
+    alias = over = system_time = column_aliases = window_partition = window_order = grace_period = _only
+    else_clause = _only
+
+    # ------------------------------------------------------------ statements
+
+    def create_source(self, meta, or_replace, kind, if_not_exists, name, elements, with_clause):
+        elements = elements or ()
+        columns = tuple(e for e in elements if isinstance(e, ast.ColumnDef))
+        keys = [e for e in elements if isinstance(e, _TablePrimaryKey)]
+        if len(keys) > 1:
+            raise self._invalid("more than one PRIMARY KEY constraint", meta)
+        watermarks = [e for e in elements if isinstance(e, ast.Watermark)]
+        if len(watermarks) > 1:
+            raise self._invalid("more than one WATERMARK", meta)
+        flink = with_clause.flink or bool(keys or watermarks) or any(c.computed is not None for c in columns)
+        return ast.CreateSource(
+            kind, name, columns, with_clause.properties,
+            primary_key=keys[0].columns if keys else (),
+            watermark=watermarks[0] if watermarks else None,
+            style="flink" if flink else "ksql",
+            or_replace=bool(or_replace), if_not_exists=bool(if_not_exists), pos=self._pos(meta),
+        )
+
+    def create_as_select(self, meta, or_replace, kind, if_not_exists, name, with_clause, query):
+        properties = with_clause.properties if with_clause else ()
+        return ast.CreateAsSelect(kind, name, query, properties, bool(or_replace), bool(if_not_exists),
+                                  pos=self._pos(meta))
+
+    def insert_into(self, meta, target, query):
+        return ast.InsertInto(target, query, pos=self._pos(meta))
+
+    def create_view(self, meta, name, query):
+        return ast.CreateView(name, query, pos=self._pos(meta))
+
+    def create_function(self, meta, name, history, time_column, key_column):
+        return ast.CreateTemporalTableFunction(name, history, time_column, key_column, pos=self._pos(meta))
+
+    def query(self, meta, select):
+        return ast.QueryStatement(select, pos=self._pos(meta))
+
+    def set_property(self, meta, name, value):
+        return ast.SetProperty(self._setting(name), self._setting(value), pos=self._pos(meta))
+
+    @staticmethod
+    def _setting(value) -> str:
+        """A SET name or value: a string literal's content, or a dotted name or number as written."""
+        return unquote(value) if isinstance(value, Token) and value.type == "STRING" else str(value)
+
+    def dotted_name(self, meta, *parts):
+        return ".".join(part.text for part in parts)
+
+    def explain(self, meta, statement):
+        return ast.Explain(statement, pos=self._pos(meta))
+
+    def describe(self, meta, extended, name):
+        return ast.Describe(name, bool(extended), pos=self._pos(meta))
+
+    def drop(self, meta, kind, if_exists, name, delete_topic):
+        return ast.Drop(kind, name, bool(if_exists), bool(delete_topic), pos=self._pos(meta))
+
+    # ------------------------------------------------------------ DDL
+
+    def column_def(self, meta, name, type_, constraint):
+        return ast.ColumnDef(name, type_, key=constraint == "KEY", primary_key=constraint == "PRIMARY KEY",
+                             pos=self._pos(meta))
+
+    def column_constraint(self, meta, first, *rest):
+        return "KEY" if first.upper() == "KEY" else "PRIMARY KEY"
+
+    def computed_column(self, meta, name, expr):
+        return ast.ColumnDef(name, None, computed=expr, pos=self._pos(meta))
+
+    def table_primary_key(self, meta, columns):
+        return _TablePrimaryKey(columns)
+
+    def watermark(self, meta, column, expr):
+        return ast.Watermark(column, expr, pos=self._pos(meta))
+
+    def with_clause(self, meta, *properties):
+        flink = any(quoted or p.name.lower() == "connector" for p, quoted in properties)
+        return _WithClause(tuple(p for p, _ in properties), flink)
+
+    def property(self, meta, name, value):
+        quoted = isinstance(name, ast.Literal)
+        text = name.value if quoted else name.text
+        return ast.Property(text, value.value, pos=self._pos(meta)), quoted
+
+    def plain_type(self, meta, name):
+        return ast.TypeName(name.upper(), pos=self._pos(meta))
+
+    def sized_type(self, meta, name, size):
+        return ast.TypeName(name, self._params(size), pos=self._pos(meta))
+
+    def timestamp_type(self, meta, precision, local_time_zone):
+        name = "TIMESTAMP_LTZ" if local_time_zone else "TIMESTAMP"
+        return ast.TypeName(name, self._params(precision), pos=self._pos(meta))
+
+    def decimal_type(self, meta, precision, scale):
+        return ast.TypeName("DECIMAL", self._params(precision, scale), pos=self._pos(meta))
+
+    @staticmethod
+    def _params(*tokens: Optional[Token]) -> tuple[int, ...]:
+        return tuple(int(t) for t in tokens if t is not None)
+
+    def array_type(self, meta, element):
+        return ast.TypeName("ARRAY", args=(element,), pos=self._pos(meta))
+
+    def map_type(self, meta, key, value):
+        return ast.TypeName("MAP", args=(key, value), pos=self._pos(meta))
+
+    def struct_type(self, meta, *fields):
+        return ast.TypeName("STRUCT", fields=fields, pos=self._pos(meta))
+
+    def struct_field(self, meta, name, type_):
+        return name.text, type_
+
+    # ------------------------------------------------------------ SELECT
+
+    def select(self, meta, result_kind, items, from_, *clauses):
+        parts: dict = {}
+        windows: tuple = ()
+        for key, value in clauses:
+            if key == "windows":
+                windows += value
+            else:
+                parts[key] = value
+        return ast.Select(items, from_, windows=windows, result_kind=result_kind, pos=self._pos(meta), **parts)
+
+    def star_item(self, meta):
+        return ast.SelectItem(ast.Star(pos=self._pos(meta)), pos=self._pos(meta))
+
+    def qualified_star(self, meta, qualifier):
+        return ast.SelectItem(ast.Star(qualifier, pos=self._pos(meta)), pos=self._pos(meta))
+
+    def expr_item(self, meta, expr, alias):
+        return ast.SelectItem(expr, alias, pos=self._pos(meta))
+
+    def where_clause(self, meta, expr):
+        return "where", expr
+
+    def group_clause(self, meta, exprs):
+        return "group_by", exprs
+
+    def having_clause(self, meta, expr):
+        return "having", expr
+
+    def window_clause(self, meta, *windows):
+        return "windows", windows
+
+    def named_window(self, meta, name, spec):
+        return name, spec
+
+    def partition_clause(self, meta, exprs):
+        return "partition_by", exprs
+
+    def emit_clause(self, meta, emit, kind):
+        return "emit", kind.upper()
+
+    # ------------------------------------------------------------ FROM
+
+    def join(self, meta, left, join_op, right, within, condition):
+        kind, natural = join_op
+        on = condition[1] if condition and condition[0] == "on" else None
+        using = condition[1] if condition and condition[0] == "using" else None
+        return ast.Join(left, right, kind, on, using, natural, within, pos=self._pos(meta))
+
+    def comma_join(self, meta, left, right):
+        return ast.Join(left, right, "COMMA", pos=self._pos(meta))
+
+    def lenses_lateral(self, meta, source, expr, alias):
+        return ast.Lateral(source, expr, alias, pos=self._pos(meta))
+
+    def lateral_table(self, meta, call, alias, column_aliases):
+        return ast.LateralTable(call, alias, column_aliases or (), pos=self._pos(meta))
+
+    def relation(self, meta, name, over, system_time, alias, over_after_alias):
+        if over is not None and over_after_alias is not None:
+            raise self._invalid("more than one OVER clause", meta)
+        window = over if over is not None else over_after_alias
+        return ast.Relation(
+            name, alias,
+            window=window if isinstance(window, ast.WindowSpec) else None,
+            window_name=window if isinstance(window, ast.Ident) else None,
+            system_time=system_time, pos=self._pos(meta),
+        )
+
+    def over_name(self, meta, name):
+        return name
+
+    def join_op(self, meta, kind):
+        return kind or "INNER", False
+
+    def cross_join(self, meta):
+        return "CROSS", False
+
+    def natural_join(self, meta, kind):
+        return kind or "INNER", True
+
+    def inner(self, meta):
+        return "INNER"
+
+    def left(self, meta):
+        return "LEFT"
+
+    def right(self, meta):
+        return "RIGHT"
+
+    def full(self, meta):
+        return "FULL"
+
+    def within(self, meta, *args):
+        *spans, grace = args
+        return ast.Within(spans[0].millis, spans[-1].millis, grace.millis if grace else None, pos=self._pos(meta))
+
+    def on_condition(self, meta, expr):
+        return "on", expr
+
+    def using_condition(self, meta, columns):
+        return "using", columns
+
+    # ------------------------------------------------------------ windows
+
+    def window_spec(self, meta, base, partition_by, order_by, frame):
+        unit, lower, upper = frame
+        return ast.WindowSpec(unit, lower, upper, order_by, partition_by or (), base, pos=self._pos(meta))
+
+    def frame(self, meta, unit, lower, upper=None):
+        """A single bound X means BETWEEN X AND CURRENT ROW."""
+        return unit, self._bound(unit, lower), (self._bound(unit, upper) if upper else CURRENT_ROW)
+
+    def _bound(self, unit: str, bound) -> ast.FrameBound:
+        """A FrameBound from (kind, amount node, meta); RANGE amounts are times, ROWS amounts counts."""
+        kind, amount, meta = bound
+        if amount is None:
+            return ast.FrameBound(kind)
+        if unit == "RANGE":
+            if not isinstance(amount, ast.Interval):
+                raise self._invalid("a RANGE frame bound needs a time amount", meta, ("INTERVAL", "duration"))
+            return ast.FrameBound(kind, amount.millis)
+        if not isinstance(amount, ast.Literal):
+            raise self._invalid("a ROWS frame bound needs a row count", meta, ("number",))
+        return ast.FrameBound(kind, amount.value)
+
+    def unbounded_preceding(self, meta):
+        return "UNBOUNDED PRECEDING", None, meta
+
+    def current_row(self, meta):
+        return "CURRENT ROW", None, meta
+
+    def preceding(self, meta, amount):
+        return "PRECEDING", amount, meta
+
+    def following(self, meta, amount):
+        return "FOLLOWING", amount, meta
+
+    # ------------------------------------------------------------ expressions
+
+    def or_op(self, meta, left, right):
+        return ast.BinaryOp("OR", left, right, pos=self._pos(meta))
+
+    def and_op(self, meta, left, right):
+        return ast.BinaryOp("AND", left, right, pos=self._pos(meta))
+
+    def not_op(self, meta, operand):
+        return ast.UnaryOp("NOT", operand, pos=self._pos(meta))
+
+    def comparison(self, meta, left, op, right):
+        return ast.BinaryOp(op, left, right, pos=self._pos(meta))
+
+    def comparison_op(self, meta, op):
+        return "<>" if op == "!=" else str(op)
+
+    def additive_op(self, meta, op):
+        return str(op)
+
+    multiplicative_op = additive_op
+
+    def is_null(self, meta, operand, negated):
+        return ast.IsNull(operand, bool(negated), pos=self._pos(meta))
+
+    def between(self, meta, operand, negated, low, high):
+        return ast.Between(operand, low, high, bool(negated), pos=self._pos(meta))
+
+    def in_list(self, meta, operand, negated, items):
+        return ast.InList(operand, items, bool(negated), pos=self._pos(meta))
+
+    def like(self, meta, operand, negated, pattern):
+        return ast.Like(operand, pattern, bool(negated), pos=self._pos(meta))
+
+    def concat_op(self, meta, left, right):
+        return ast.BinaryOp("||", left, right, pos=self._pos(meta))
+
+    def arithmetic(self, meta, left, op, right):
+        return ast.BinaryOp(op, left, right, pos=self._pos(meta))
+
+    def negate(self, meta, operand):
+        return ast.UnaryOp("-", operand, pos=self._pos(meta))
+
+    def element(self, meta, base, index):
+        return ast.Subscript(base, index=index, pos=self._pos(meta))
+
+    def field(self, meta, base, name):
+        return ast.Subscript(base, field=name, pos=self._pos(meta))
+
+    def string_literal(self, meta, token):
+        return ast.Literal(unquote(token), "string", pos=self._pos(meta))
+
+    def integer_literal(self, meta, token):
+        return ast.Literal(int(token), "integer", pos=self._pos(meta))
+
+    def decimal_literal(self, meta, token):
+        return ast.Literal(str(token), "decimal", pos=self._pos(meta))
+
+    def true_literal(self, meta):
+        return ast.Literal(True, "boolean", pos=self._pos(meta))
+
+    def false_literal(self, meta):
+        return ast.Literal(False, "boolean", pos=self._pos(meta))
+
+    def null_literal(self, meta):
+        return ast.Literal(None, "null", pos=self._pos(meta))
+
+    def interval(self, meta, amount, unit):
+        text = unquote(amount) if amount.type == "STRING" else str(amount)
+        try:
+            millis = Decimal(text.strip()) * UNIT_MILLIS[unit.unit]
+        except InvalidOperation:
+            raise self._invalid("an INTERVAL needs a number", meta, ("number",)) from None
+        if millis != millis.to_integral_value():
+            raise self._invalid("an INTERVAL must be a whole number of milliseconds", meta)
+        return ast.Interval(int(millis), pos=self._pos(meta))
+
+    def duration(self, meta, amount, unit=None):
+        if unit is None:  # compact Lenses form such as 5s or 100ms
+            digits = amount.rstrip("msdhMSDH")
+            unit = ast.TimeUnit(COMPACT_UNITS[amount[len(digits):].lower()])
+            amount = digits
+        return ast.Interval(int(amount) * UNIT_MILLIS[unit.unit], pos=self._pos(meta))
+
+    def time_unit(self, meta, word):
+        unit = word.upper()
+        return ast.TimeUnit(unit[:-1] if unit.endswith("S") else unit, pos=self._pos(meta))
+
+    def column_ref(self, meta, *parts):
+        pos = self._pos(meta)
+        if len(parts) == 1:
+            return ast.Column(parts[0], pos=pos)
+        node = ast.Column(parts[1], parts[0], pos=pos)
+        for name in parts[2:]:
+            node = ast.Subscript(node, field=name, pos=pos)
+        return node
+
+    def function_call(self, meta, name, distinct, args):
+        return ast.Call(name.text.upper(), args or (), distinct=bool(distinct), pos=self._pos(meta))
+
+    def star_call(self, meta, name):
+        return ast.Call(name.text.upper(), star=True, pos=self._pos(meta))
+
+    def floor_call(self, meta, name, operand, unit):
+        args = (operand,) if unit is None else (operand, unit)
+        return ast.Call(name, args, pos=self._pos(meta))
+
+    def cast(self, meta, operand, type_):
+        return ast.Cast(operand, type_, pos=self._pos(meta))
+
+    def case(self, meta, operand, *rest):
+        *whens, else_ = rest
+        return ast.Case(tuple(whens), else_, operand, pos=self._pos(meta))
+
+    def when_clause(self, meta, condition, result):
+        return condition, result
+
+    def array(self, meta, items):
+        return ast.ArrayLiteral(items or (), pos=self._pos(meta))
+
+    def ident(self, meta, token):
+        quoted = token[0] in "\"`"
+        return ast.Ident(unquote(token) if quoted else str(token), quoted, pos=self._pos(meta))

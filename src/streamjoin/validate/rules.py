@@ -1,0 +1,114 @@
+"""Refusal rules, checked in order on every join of a plan before anything runs.
+
+Each rule is a function ``(join) -> message or None`` registered with a stable name; the first rule that
+returns a message refuses the statement, naming the rule and the join's position.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ..errors import StatementError
+from ..plan.nodes import Join, PlanNode, Ref, Scan, expr_text, walk
+
+Rule = Callable[[Join], Optional[str]]
+RULES: list[tuple[str, Rule]] = []
+
+
+def rule(name: str):
+    def register(fn: Rule) -> Rule:
+        RULES.append((name, fn))
+        return fn
+
+    return register
+
+
+def validate(plan: PlanNode) -> None:
+    """Raise StatementError for the first rule any join of ``plan`` breaks."""
+    joins = [n for n in walk(plan) if isinstance(n, Join)]
+    for join in reversed(joins):  # innermost first: the order the user wrote them
+        for name, check in RULES:
+            message = check(join)
+            if message:
+                raise StatementError(message, rule=name, pos=join.pos)
+
+
+def _base(node: PlanNode) -> Optional[Scan]:
+    while not isinstance(node, Scan):
+        if len(node.inputs) != 1:
+            return None
+        node = node.inputs[0]
+    return node
+
+
+def _kinds(join: Join) -> tuple[str, str]:
+    return join.left.kind, join.right.kind
+
+
+# ---------------------------------------------------------------- the rules, in order
+
+
+@rule("join-on-condition")
+def on_condition_terms(join: Join) -> Optional[str]:
+    if join.unsupported_terms:
+        term = expr_text(join.unsupported_terms[0])
+        return (
+            f"ON term {term} is not allowed: each AND-ed term of ON must be an equality with exactly one input "
+            "on each side, or a predicate that references one input only"
+        )
+    return None
+
+
+@rule("stream-stream-needs-within")
+def stream_stream_needs_window(join: Join) -> Optional[str]:
+    if join.shape == "stream-stream" and join.within is None:
+        return "a join between two streams needs a window: add WITHIN <duration> (e.g. WITHIN 1 HOUR)"
+    return None
+
+
+@rule("stream-table-full-outer")
+def stream_table_full_outer(join: Join) -> Optional[str]:
+    if join.shape == "stream-table" and join.join_type == "FULL":
+        return "FULL OUTER join between a stream and a table is not supported: use INNER or LEFT"
+    return None
+
+
+@rule("stream-table-preserved-side")
+def stream_table_preserved_side(join: Join) -> Optional[str]:
+    if join.shape != "stream-table":
+        return None
+    if _kinds(join) == ("STREAM", "TABLE") and join.join_type == "RIGHT":
+        return "stream RIGHT JOIN table is not supported: the stream must be the preserved side (table RIGHT JOIN stream)"
+    if _kinds(join) == ("TABLE", "STREAM") and join.join_type == "LEFT":
+        return "table LEFT JOIN stream is not supported: the stream must be the preserved side (stream LEFT JOIN table)"
+    return None
+
+
+@rule("stream-table-equi-join")
+def stream_table_equi_join(join: Join) -> Optional[str]:
+    if join.shape == "stream-table" and not join.left_side.keys:
+        return "a stream-table join must be an equi-join (ON stream_expr = table.key); theta and cross joins are refused"
+    return None
+
+
+@rule("stream-table-on-table-key")
+def stream_table_on_table_key(join: Join) -> Optional[str]:
+    if join.shape not in ("stream-table", "temporal", "temporal-proctime"):
+        return None
+    table, table_keys = (join.right, join.right_side.keys) if join.right.kind == "TABLE" else (join.left, join.left_side.keys)
+    scan = _base(table)
+    if join.shape == "stream-table" and scan is not None and scan.source.kind == "STREAM":
+        return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
+    used = {e.id for e in table_keys if isinstance(e, Ref)}
+    if not set(table.key) <= used or len(used) != len(table_keys):
+        key = ", ".join(table.field(k).name for k in table.key)
+        offending = ", ".join(expr_text(e) for e in table_keys if not (isinstance(e, Ref) and e.id in table.key))
+        detail = f": {offending} is not the key" if offending else ""
+        return f"a join with a table must match the table's primary key ({key}) in an equality{detail}"
+    return None
+
+
+@rule("cross-join-needs-windows")
+def cross_join_needs_windows(join: Join) -> Optional[str]:
+    if join.join_type == "CROSS" and join.shape not in ("instant-window",) and _kinds(join) != ("TABLE", "TABLE"):
+        return "CROSS JOIN of streams needs an OVER window on each stream"
+    return None

@@ -1,0 +1,61 @@
+"""The embedded topic store: ordering, partitions, atomic commits, idempotent sink batches."""
+from __future__ import annotations
+
+from streamjoin.connectors.topic_store import Record, TopicStore, partition_for
+
+
+def rec(key, value, ts):
+    return Record(key and key.encode(), value and value.encode(), ts)
+
+
+def test_sequence_is_ingestion_order_across_topics(tmp_path):
+    store = TopicStore(tmp_path)
+    store.append([("a", [rec("k", "1", 5)]), ("b", [rec("k", "2", 1)]), ("a", [rec("k", "3", 2)])])
+    assert [r.seq for r in store.records("a")] == [1, 3]
+    assert [r.seq for r in store.records("b")] == [2]
+    assert store.committed_seq() == 3
+
+
+def test_offsets_are_per_partition_and_keys_pick_partitions(tmp_path):
+    store = TopicStore(tmp_path)
+    store.create("t", partitions=3)
+    keys = [f"k{i}" for i in range(12)]
+    store.append([("t", [rec(k, "v", 0) for k in keys])])
+    records = store.records("t")
+    for p in range(3):
+        offsets = [r.offset for r in records if r.partition == p]
+        assert offsets == list(range(len(offsets)))
+    assert all(r.partition == partition_for(r.key, 3) for r in records)
+
+
+def test_tombstones_and_keyless_records_are_kept(tmp_path):
+    store = TopicStore(tmp_path)
+    store.append([("t", [Record(None, b"{}", 1), Record(b"k", None, 2)])])
+    assert [(r.key, r.value) for r in store.records("t")] == [(None, b"{}"), (b"k", None)]
+
+
+def test_a_replayed_sink_batch_is_skipped(tmp_path):
+    store = TopicStore(tmp_path)
+    assert store.append([("out", [rec("k", "1", 1)])], writer="q", batch_id=0)
+    assert not store.append([("out", [rec("k", "1", 1)])], writer="q", batch_id=0)
+    assert store.append([("out", [rec("k", "2", 2)])], writer="q", batch_id=1)
+    assert [r.value for r in store.records("out")] == [b"1", b"2"]
+
+
+def test_uncommitted_segments_are_invisible_and_cleaned(tmp_path):
+    store = TopicStore(tmp_path)
+    store.append([("t", [rec("k", "1", 1)])])
+    orphan = tmp_path / "t" / f"seg-{2:020d}-{2:020d}.arrow"
+    orphan.write_bytes((tmp_path / "t" / f"seg-{1:020d}-{1:020d}.arrow").read_bytes())
+    assert len(store.records("t")) == 1
+    store.append([("t", [rec("k", "2", 2)])])
+    assert [r.value for r in store.records("t")] == [b"1", b"2"]
+
+
+def test_seq_after_counts_records_of_the_named_topics_only(tmp_path):
+    store = TopicStore(tmp_path)
+    store.append([("a", [rec("k", "1", 1)]), ("b", [rec("k", "2", 1)]), ("a", [rec("k", "3", 1)])])
+    assert store.seq_after(["a"], 0, 1, 3) == 1
+    assert store.seq_after(["a"], 1, 1, 3) == 3
+    assert store.seq_after(["a", "b"], 0, 2, 3) == 2
+    assert store.seq_after(["a"], 0, 5, 3) == 3

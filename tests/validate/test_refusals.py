@@ -1,0 +1,79 @@
+"""Every refusal rule has a case that must fail, with its rule name and position. No Spark needed."""
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.errors import StatementError
+from streamjoin.plan.catalog import Catalog
+from streamjoin.plan.statements import StatementPlanner
+from streamjoin.sql import parse_script
+
+KSQL_STREAMS = """
+CREATE STREAM L (ID INT KEY, V STRING, X INT) WITH (kafka_topic='left', value_format='JSON');
+CREATE STREAM R (ID INT KEY, V STRING, X INT) WITH (kafka_topic='right', value_format='JSON');
+CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', value_format='JSON');
+CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
+"""
+
+# (name, query, rule, text the message must contain)
+REFUSED = [
+    ("stream-stream without WITHIN", "CREATE STREAM J AS SELECT * FROM L JOIN R ON L.ID = R.ID;",
+     "stream-stream-needs-within", "WITHIN"),
+    ("FULL stream-table", "CREATE STREAM J AS SELECT L.V FROM L FULL OUTER JOIN T ON L.ID = T.ID;",
+     "stream-table-full-outer", "FULL OUTER"),
+    ("stream RIGHT JOIN table", "CREATE STREAM J AS SELECT L.V FROM L RIGHT JOIN T ON L.ID = T.ID;",
+     "stream-table-preserved-side", "preserved"),
+    ("theta stream-table", "CREATE STREAM J AS SELECT L.V FROM L JOIN T ON L.ID > T.ID;",
+     "stream-table-equi-join", "equi"),
+    ("stream-table on a non-key table column", "CREATE STREAM J AS SELECT L.V FROM L JOIN T ON L.V = T.V;",
+     "stream-table-on-table-key", "key"),
+    ("ON with both inputs on one side", "CREATE STREAM J AS SELECT L.V FROM L JOIN T ON L.ID - T.ID = 0;",
+     "join-on-condition", "ON"),
+    ("ON with OR across inputs", "CREATE STREAM J AS SELECT L.V FROM L JOIN T ON L.ID = 1 OR L.ID = T.ID;",
+     "join-on-condition", "ON"),
+    ("CROSS JOIN of streams", "CREATE STREAM J AS SELECT L.V FROM L CROSS JOIN R;",
+     "cross-join-needs-windows", "OVER"),
+    ("unknown column", "CREATE STREAM J AS SELECT L.NOPE FROM L;", "unknown-column", "NOPE"),
+    ("unknown source", "CREATE STREAM J AS SELECT * FROM NOWHERE;", "unknown-source", "NOWHERE"),
+    ("ambiguous column", "CREATE STREAM J AS SELECT V FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
+     "ambiguous-column", "ambiguous"),
+    ("duplicate output column", "CREATE STREAM J AS SELECT V, V FROM L;", "duplicate-column", "V"),
+    ("table without key", "CREATE TABLE NK (A INT) WITH (kafka_topic='nk', value_format='JSON');",
+     "table-needs-key", "PRIMARY KEY"),
+    ("aggregate in WHERE", "CREATE TABLE C AS SELECT V, COUNT(*) FROM L WHERE COUNT(*) > 1 GROUP BY V;",
+     "aggregate-in-where", "WHERE"),
+    ("non-grouped column", "CREATE TABLE C AS SELECT X, COUNT(*) FROM L GROUP BY V;", "non-grouped-column", "GROUP BY"),
+    ("duplicate name", "CREATE STREAM L (A INT) WITH (kafka_topic='x', value_format='JSON');", "duplicate-name", "exists"),
+]
+
+
+@pytest.mark.parametrize("name,query,rule,fragment", REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused_with_rule_and_position(name, query, rule, fragment):
+    planner = StatementPlanner(Catalog())
+    statements = parse_script(KSQL_STREAMS + query)
+    with pytest.raises(StatementError) as caught:
+        for item in statements:
+            planner.plan(item)
+    err = caught.value
+    assert err.rule == rule
+    assert fragment.casefold() in str(err).casefold()
+    assert err.statement_index == len(statements) - 1
+    assert err.pos is not None and err.pos.line >= 1 and "line" in str(err)
+
+
+ACCEPTED = [
+    "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
+    "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L LEFT JOIN T ON L.ID = T.ID AND T.X > 3;",
+    "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L JOIN T ON L.X + 1 = T.ID;",
+    "CREATE STREAM J AS SELECT T.V, L.V AS LV FROM T RIGHT JOIN L ON L.ID = T.ID;",
+    "CREATE TABLE J AS SELECT T.ID AS ID, T.V, U.W FROM T FULL OUTER JOIN U ON T.ID = U.ID;",
+    "CREATE TABLE C AS SELECT V, COUNT(*) AS N FROM L GROUP BY V HAVING COUNT(*) > 1;",
+    "CREATE STREAM P AS SELECT * FROM L PARTITION BY V;",
+]
+
+
+@pytest.mark.parametrize("query", ACCEPTED)
+def test_accepted(query):
+    planner = StatementPlanner(Catalog())
+    for item in parse_script(KSQL_STREAMS + query):
+        planner.plan(item)
