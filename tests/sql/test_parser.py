@@ -261,7 +261,7 @@ SCRIPTS = [
          (0, Pos(2, 1), "SELECT a\n  FROM t"), (1, Pos(5, 3), "DROP STREAM s")]),
     ("SELECT a FROM t; SELECT b\n  FROM u WHERE c = 1",
      lambda ss: ss[1].statement.query.pos == Pos(1, 18) and ss[1].statement.query.from_.pos == Pos(2, 8)
-     and ss[1].statement.query.where.right.pos == Pos(2, 22)),
+     and ss[1].statement.query.where.right.pos == Pos(2, 20)),
 ]
 
 # (script, statement_index, line, column, found, one expected token)
@@ -283,6 +283,7 @@ ERRORS = [
     ("SELECT * FROM s OVER (RANGE 5 PRECEDING)", 0, 1, 29, "5 PRECEDING", "INTERVAL"),
     ("SELECT INTERVAL 'soon' SECOND FROM t", 0, 1, 8, "INTERVAL 'soon' SECOND", "number"),
     ("", 0, 1, 1, "end of input", "SELECT"),
+    ("DROP STREAM s t", 0, 1, 15, "t", "end of input"),
 ]
 
 

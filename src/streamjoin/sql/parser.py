@@ -158,7 +158,8 @@ def _parse(source: _Statement, start: str):
 
 def _syntax_error(error: UnexpectedInput, source: _Statement) -> SqlSyntaxError:
     parser = error.interactive_parser
-    expected = [_READABLE[t] for t in (parser.accepts() if parser else ())]
+    # Lark's final state (a whole statement read) lists no terminals: the end of input is what it expects.
+    expected = [_READABLE[t] for t in (parser.accepts() if parser else ())] or [END_OF_INPUT]
     line, column = error.line, error.column
     if isinstance(error, UnexpectedToken):
         reason, found = "syntax error", str(error.token)

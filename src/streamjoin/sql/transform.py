@@ -65,27 +65,32 @@ class AstBuilder(Transformer):
         found = self._source[meta.start_pos:meta.end_pos]
         return InvalidSyntax(reason, self._pos(meta), found, expected)
 
+    # ------------------------------------------------------------ rules built alike
+
     def _flag(self, meta) -> bool:
+        """An optional keyword group that is present, such as OR REPLACE or NOT (absent: None)."""
         return True
 
-    or_replace = if_not_exists = if_exists = extended = delete_topic = negated = distinct = _flag
-    local_time_zone = _flag
+    or_replace = if_not_exists = if_exists = extended = delete_topic = local_time_zone = _flag
+    negated = distinct = _flag
 
-    def _upper(self, meta, token: Token) -> str:
+    def _word(self, meta, token: Token) -> str:
+        """A keyword chosen among several, upper-cased: STREAM or TABLE, RANGE or ROWS, ..."""
         return token.upper()
 
-    source_kind = result_kind = frame_unit = floor_name = sized_type_name = _upper
+    source_kind = result_kind = frame_unit = floor_name = sized_type_name = _word
 
-    def _children(self, meta, *children):
-        return tuple(children)
+    def _sequence(self, meta, *children) -> tuple:
+        return children
 
-    table_elements = select_list = expr_list = ident_list = _children
+    table_elements = select_list = expr_list = ident_list = _sequence
 
-    def _only(self, meta, child):
+    def _inner(self, meta, child):
+        """A clause whose value is its one child: ``AS alias``, ``OVER (spec)``, ``GRACE PERIOD d``, ..."""
         return child
 
-    alias = over = system_time = column_aliases = window_partition = window_order = grace_period = _only
-    else_clause = _only
+    alias = over = system_time = column_aliases = window_partition = window_order = grace_period = _inner
+    else_clause = _inner
 
     # ------------------------------------------------------------ statements
 
@@ -150,7 +155,7 @@ class AstBuilder(Transformer):
         return ast.ColumnDef(name, type_, key=constraint == "KEY", primary_key=constraint == "PRIMARY KEY",
                              pos=self._pos(meta))
 
-    def column_constraint(self, meta, first, *rest):
+    def column_constraint(self, meta, first, *_not_enforced):
         return "KEY" if first.upper() == "KEY" else "PRIMARY KEY"
 
     def computed_column(self, meta, name, expr):

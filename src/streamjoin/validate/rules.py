@@ -58,6 +58,13 @@ def on_condition_terms(join: Join) -> Optional[str]:
     return None
 
 
+@rule("cross-join-needs-windows")
+def cross_join_needs_windows(join: Join) -> Optional[str]:
+    if join.join_type == "CROSS" and join.shape not in ("instant-window",) and _kinds(join) != ("TABLE", "TABLE"):
+        return "CROSS JOIN of streams needs an OVER window on each stream"
+    return None
+
+
 @rule("stream-stream-needs-within")
 def stream_stream_needs_window(join: Join) -> Optional[str]:
     if join.shape == "stream-stream" and join.within is None:
@@ -104,11 +111,4 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
         offending = ", ".join(expr_text(e) for e in table_keys if not (isinstance(e, Ref) and e.id in table.key))
         detail = f": {offending} is not the key" if offending else ""
         return f"a join with a table must match the table's primary key ({key}) in an equality{detail}"
-    return None
-
-
-@rule("cross-join-needs-windows")
-def cross_join_needs_windows(join: Join) -> Optional[str]:
-    if join.join_type == "CROSS" and join.shape not in ("instant-window",) and _kinds(join) != ("TABLE", "TABLE"):
-        return "CROSS JOIN of streams needs an OVER window on each stream"
     return None
