@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("script")
     run.add_argument("--master", help="Spark master URL (default local[2])")
     run.add_argument("--once", action="store_true", help="process what is available, then stop")
+    run.add_argument("--max-records-per-batch", type=int, default=0, help="cap each micro-batch at N input records")
 
     demo = sub.add_parser("demo", help="run the bundled demo on the embedded default and print its output")
     demo.add_argument("--master")
@@ -72,7 +73,7 @@ def _run(args) -> int:
     from .runtime.engine import Engine
     from .runtime.progress import progress_lines
 
-    engine = Engine(_session(args.master), home=args.home)
+    engine = Engine(_session(args.master), home=args.home, records_per_batch=args.max_records_per_batch)
     queries = engine.execute(Path(args.script).read_text())
     for text in engine.outputs:
         print(text)
