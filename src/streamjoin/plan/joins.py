@@ -16,7 +16,7 @@ from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction
-from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, Scan
+from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan
 from .scope import Scope, new_id
 
 if TYPE_CHECKING:
@@ -194,26 +194,18 @@ def _type(e: ast.Expr) -> str:
     return e.type if isinstance(e, Ref) else ""
 
 
-def _scan_of(node: PlanNode) -> Optional[Scan]:
-    while not isinstance(node, Scan):
-        if len(node.inputs) != 1:
-            return None
-        node = node.inputs[0]
-    return node
-
-
 def _window(node: PlanNode):
-    scan = _scan_of(node)
+    scan = base_scan(node)
     return scan.window if scan is not None else getattr(node, "window", None)
 
 
 def _system_time(node: PlanNode):
-    scan = _scan_of(node)
+    scan = base_scan(node)
     return scan.system_time if scan is not None else None
 
 
 def _style(node: PlanNode) -> str:
-    scan = _scan_of(node)
+    scan = base_scan(node)
     if scan is not None:
         return scan.source.style
     styles = {_style(c) for c in node.inputs}
@@ -221,7 +213,7 @@ def _style(node: PlanNode) -> str:
 
 
 def _is_proctime(expr: ast.Expr, left: PlanNode) -> bool:
-    scan = _scan_of(left)
+    scan = base_scan(left)
     if scan is None or scan.source.proctime_column is None:
         return False
     ids = {f.id for f in scan.fields if f.name == scan.source.proctime_column}

@@ -212,6 +212,15 @@ class Sink(PlanNode):
         return f"Sink {self.target.kind.lower()} {self.target.name} (topic {self.target.topic}, key {key}, format {self.target.value_format})"
 
 
+def base_scan(node: PlanNode) -> Optional[Scan]:
+    """The scan under a chain of single-input nodes (None when a join or union is in between)."""
+    while not isinstance(node, Scan):
+        if len(node.inputs) != 1:
+            return None
+        node = node.inputs[0]
+    return node
+
+
 def walk(node: PlanNode):
     """Pre-order walk of a plan."""
     yield node

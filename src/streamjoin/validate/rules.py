@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..errors import StatementError
-from ..plan.nodes import Join, PlanNode, Ref, Scan, expr_text, walk
+from ..plan.nodes import Join, PlanNode, Ref, base_scan, expr_text, walk
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -30,14 +30,6 @@ def validate(plan: PlanNode) -> None:
             message = check(join)
             if message:
                 raise StatementError(message, rule=name, pos=join.pos)
-
-
-def _base(node: PlanNode) -> Optional[Scan]:
-    while not isinstance(node, Scan):
-        if len(node.inputs) != 1:
-            return None
-        node = node.inputs[0]
-    return node
 
 
 def _kinds(join: Join) -> tuple[str, str]:
@@ -102,7 +94,7 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
     if join.shape not in ("stream-table", "temporal", "temporal-proctime"):
         return None
     table, table_keys = (join.right, join.right_side.keys) if join.right.kind == "TABLE" else (join.left, join.left_side.keys)
-    scan = _base(table)
+    scan = base_scan(table)
     if join.shape == "stream-table" and scan is not None and scan.source.kind == "STREAM":
         return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
     used = {e.id for e in table_keys if isinstance(e, Ref)}
