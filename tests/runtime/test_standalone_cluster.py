@@ -1,0 +1,67 @@
+"""A real Spark standalone cluster (a master and two workers started from the installed pyspark's jars)
+runs seed cases with the same results as local mode: workers import streamjoin and read the topics and
+checkpoints on a path they all share."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from ..conftest import SEED_CASES
+
+SPARK_HOME = Path(pyspark.__file__).parent
+CASES = ["PARTITION BY re-keys a stream", "Lenses single lateral join", "Lenses lateral join over flatten"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _daemon(args, log: Path, env) -> subprocess.Popen:
+    cmd = [str(SPARK_HOME / "bin" / "spark-class"), *args]
+    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs = [_daemon(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                      "--webui-port", str(_free_port())], tmp_path / "master.log", env)]
+    time.sleep(5)
+    for i in (1, 2):
+        procs.append(_daemon(["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
+                              "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / f"w{i}")],
+                             tmp_path / f"worker{i}.log", env))
+    deadline = time.monotonic() + 60
+    while (tmp_path / "master.log").read_text().count("Registering worker") < 2:
+        assert time.monotonic() < deadline, "the workers did not register"
+        time.sleep(0.5)
+    yield url, tmp_path / "master.log", env
+    for p in procs:
+        os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        p.wait(timeout=30)
+
+
+def test_seed_cases_on_a_standalone_cluster(cluster, tmp_path):
+    url, master_log, env = cluster
+    results_file = tmp_path / "results.json"
+    for name in CASES:
+        cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(tmp_path / "home"), "test", str(SEED_CASES),
+               "--filter", name, "--master", url, "--records-per-batch", "1", "--json", str(results_file)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        results = json.loads(results_file.read_text())
+        assert done.returncode == 0 and results and all(r["status"] == "pass" for r in results), done.stdout[-3000:]
+    assert master_log.read_text().count("Launching executor") >= 2 * len(CASES)
