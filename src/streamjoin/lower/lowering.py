@@ -3,7 +3,7 @@
 All inputs of one query are read through a single source over their topics, so a micro-batch is one
 contiguous slice of ingestion order across every input; each scan then filters its topic and decodes.
 Stateless nodes (filter, lateral explode, project, re-key) become DataFrame operations; joins are
-handed to the operator the operator table picks; GROUP BY uses Spark's streaming aggregation.
+handed to the operator the operator table picks; GROUP BY is the record-at-a-time aggregate operator.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..errors import NotYetSupported
+from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
@@ -53,8 +54,11 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)
         predicate = compile_expr(node.predicate)
-        if TOMBSTONE in df.columns:  # a changelog forwards its deletes
-            predicate = predicate | F.col(TOMBSTONE)
+        if node.kind == "TABLE":  # on a changelog, a row that fails the filter deletes its key
+            deleted = ~F.coalesce(predicate, F.lit(False))
+            if TOMBSTONE in df.columns:
+                deleted = deleted | F.col(TOMBSTONE)
+            return df.withColumn(TOMBSTONE, deleted)
         return df.where(predicate)
     if isinstance(node, Lateral):
         df = lower(node.input, records, ctx)
@@ -73,7 +77,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
         return df.select(*cols, *meta)
     if isinstance(node, Aggregate):
-        return _aggregate(node, lower(node.input, records, ctx))
+        return AGGREGATE.lower(node, lower(node.input, records, ctx))
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)
@@ -81,27 +85,3 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
 
 
-def _aggregate(node: Aggregate, df: DataFrame) -> DataFrame:
-    """GROUP BY on Spark's streaming aggregation (update mode: one row per changed key per batch)."""
-    groups = [compile_expr(e).alias(f.id) for f, e in node.groups]
-    aggs = [_aggregate_call(call).alias(f.id) for f, call in node.aggregates]
-    meta = [F.max(ROWTIME).alias(ROWTIME), F.max(SEQ).alias(SEQ), F.lit(0).cast("bigint").alias(SUB)]
-    return df.groupBy(*groups).agg(*aggs, *meta)
-
-
-def _aggregate_call(call) -> "F.Column":
-    if call.name == "COUNT":
-        if call.star or not call.args:
-            return F.count(F.lit(1))
-        arg = compile_expr(call.args[0])
-        return F.count_distinct(arg) if call.distinct else F.count(arg)
-    arg = compile_expr(call.args[0])
-    fn = {
-        "SUM": F.sum, "MIN": F.min, "MAX": F.max, "AVG": F.avg, "COLLECT_LIST": F.collect_list,
-        "COLLECT_SET": F.collect_set, "LATEST_BY_OFFSET": F.last, "EARLIEST_BY_OFFSET": F.first,
-    }[call.name]
-    return fn(arg)
-
-
-def has_aggregate(plan: PlanNode) -> bool:
-    return any(isinstance(n, Aggregate) for n in walk(plan))

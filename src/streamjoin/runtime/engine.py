@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.topic_store import TopicStore
-from ..lower.lowering import SourceOptions, has_aggregate, lower, read_inputs
+from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
 from ..lower.sink import encode
 from ..operators.base import LoweringContext
@@ -131,7 +131,7 @@ class Engine:
             result.writeStream.queryName(planned.query_id)
             .foreachBatch(topic_writer(self.topics_root, sink.target.topic, planned.query_id, sink.target.partitions))
             .option("checkpointLocation", checkpoint)
-            .outputMode("update" if has_aggregate(sink) else "append")
+            .outputMode("append")
         )
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned)

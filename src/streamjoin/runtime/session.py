@@ -23,6 +23,7 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
 }
 
 
@@ -41,6 +42,8 @@ def build_session(master: Optional[str] = None, app_name: str = "streamjoin", co
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # pandas warns inside PySpark's own worker code when a group's output has an all-null column
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("STREAMJOIN_MASTER", "local[2]"))
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)

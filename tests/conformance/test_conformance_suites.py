@@ -1,4 +1,5 @@
-"""The seed conformance suite, through the engine, at one record per batch and all at once.
+"""The conformance suites — the seed cases and our own (``cases/``) — through the engine, at one record
+per batch and all at once.
 
 Cases whose join operator is not built yet are listed in ``known_failures.txt`` with the issue that
 builds it. The suite fails if an unlisted case fails, or if a listed case passes (so the list shrinks).
@@ -16,6 +17,7 @@ from streamjoin.conformance.report import run_cases, summary_line
 from ..conftest import SEED_CASES
 
 KNOWN_FAILURES = Path(__file__).with_name("known_failures.txt")
+OUR_CASES = Path(__file__).with_name("cases")
 
 
 def known_failures() -> dict[str, str]:
@@ -30,12 +32,12 @@ def known_failures() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def results(spark):
-    cases = load_cases([str(SEED_CASES)])
+    cases = load_cases([str(SEED_CASES), str(OUR_CASES)])
     return {mode: run_cases(spark, cases, records_per_batch=mode, echo=False) for mode in (0, 1)}
 
 
 @pytest.mark.parametrize("mode", [0, 1], ids=["all-in-one-batch", "one-record-per-batch"])
-def test_seed_cases_pass_except_known_failures(results, mode):
+def test_cases_pass_except_known_failures(results, mode):
     runs = results[mode]
     failing = {r.case.id: r.detail for r in runs if r.status == "fail"}
     known = known_failures()
