@@ -43,3 +43,32 @@ def test_a_refused_script_starts_nothing(spark, tmp_path):
         engine.execute(DDL + "CREATE STREAM ok AS SELECT * FROM products; CREATE STREAM bad AS SELECT nope FROM products;")
     assert not engine.queries and not spark.streams.active
     assert engine.catalog.source("products") is None
+
+
+def test_describe_shows_the_optional_side_of_an_outer_join_as_nullable(spark, tmp_path):
+    from streamjoin.plan.catalog import Catalog
+    from streamjoin.plan.explain import describe_text
+    from streamjoin.plan.statements import StatementPlanner
+    from streamjoin.sql import parse_script
+
+    planner = StatementPlanner(Catalog())
+    for item in parse_script(
+        "CREATE TABLE a (id INT PRIMARY KEY, v STRING) WITH (kafka_topic='a', value_format='JSON');"
+        "CREATE TABLE b (id INT PRIMARY KEY, w STRING) WITH (kafka_topic='b', value_format='JSON');"
+        "CREATE TABLE inner_ids AS SELECT a.id AS aid, b.id AS bid FROM a JOIN b ON a.id = b.id;"
+        "CREATE TABLE left_ids AS SELECT a.id AS aid, b.id AS bid FROM a LEFT JOIN b ON a.id = b.id;"
+    ):
+        planner.plan(item)
+    assert "BID INT NOT NULL" in describe_text(planner.catalog.source("inner_ids"))
+    left = describe_text(planner.catalog.source("left_ids"))
+    assert "BID INT\n" in left + "\n" and "BID INT NOT NULL" not in left
+
+
+def test_a_bare_select_runs_as_a_transient_query_and_drop_stops_its_writer(spark, tmp_path):
+    engine = Engine(spark, home=str(tmp_path))
+    (query,) = engine.execute(DDL + "SELECT sku FROM products WHERE name = 'ball';")
+    produce_inputs(engine.store, [{"topic": "products", "timestamp": 1, "value": {"SKU": "s2", "PRODUCT_ID": "p2", "NAME": "ball"}}])
+    engine.process_all_available()
+    assert [r.asDict()["SKU"] for r in engine.dataframe(query).collect()] == ["s2"]
+    engine.execute(f"DROP STREAM {query.sink};")
+    assert not engine.queries and not query.spark_query.isActive

@@ -124,7 +124,11 @@ class Binder:
         raise StatementError(f"unknown stream or table {rel.name.text}", rule="unknown-source", pos=rel.name.pos)
 
     def scan(self, source: SourceInfo, alias: str, window=None, system_time=None) -> Scan:
-        fields = tuple(Field(alias, c.name, new_id(f"{alias}_{c.name}"), c.type) for c in source.columns)
+        table_keys = {k.casefold() for k in source.key_columns} if source.kind == "TABLE" else set()
+        fields = tuple(
+            Field(alias, c.name, new_id(f"{alias}_{c.name}"), c.type, nullable=c.name.casefold() not in table_keys)
+            for c in source.columns
+        )
         by_name = {f.name.casefold(): f.id for f in fields}
         key = tuple(by_name[k.casefold()] for k in source.key_columns)
         return Scan(fields, source.kind, key, tuple(frozenset([k]) for k in key),
@@ -188,7 +192,8 @@ class Binder:
                 raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
                                      pos=getattr(item[0], "pos", None))
             used_names.add(name.casefold())
-            f = Field("", name, new_id(name), _type_of(expr))
+            source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
+            f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
             key_pos = _key_position(node, expr)
             if key_pos is not None and key_ids[key_pos] is None:
                 key_ids[key_pos] = f.id

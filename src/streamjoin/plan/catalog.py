@@ -21,6 +21,7 @@ class ColumnInfo:
     type: str  # Spark DDL type
     origin: str = "value"
     computed: Optional[ast.Expr] = None
+    nullable: bool = True
 
 
 @dataclass(frozen=True)

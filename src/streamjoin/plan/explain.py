@@ -52,5 +52,6 @@ def describe_text(info: SourceInfo) -> str:
     lines.append("Columns:")
     for c in info.columns:
         tag = " (key)" if c.name in info.key_columns else ""
-        lines.append(f"  {c.name} {c.type.upper()}{tag}")
+        null = "" if c.nullable else " NOT NULL"
+        lines.append(f"  {c.name} {c.type.upper()}{null}{tag}")
     return "\n".join(lines)

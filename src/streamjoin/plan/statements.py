@@ -31,6 +31,7 @@ class PlannedStatement:
     query: Optional[PlannedQuery] = None
     output: Optional[str] = None  # text for EXPLAIN / DESCRIBE
     created_topic: Optional[tuple[str, int]] = None  # (topic, partitions) a DDL statement declares
+    dropped: Optional[str] = None  # the name a DROP removed
 
 
 class StatementPlanner:
@@ -88,13 +89,14 @@ class StatementPlanner:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, output=describe_text(info))
         if isinstance(stmt, ast.Drop):
+            info = self.catalog.source(stmt.name.text)
             if not self.catalog.drop(stmt.name.text) and not stmt.if_exists:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
-            return PlannedStatement(item)
-        if isinstance(stmt, ast.QueryStatement):
-            plan, _ = self.binder.bind_select(stmt.query)
-            self._check(plan)
-            return PlannedStatement(item)
+            return PlannedStatement(item, dropped=info.name if info else None)
+        if isinstance(stmt, ast.QueryStatement):  # a transient query: its rows go to a topic of its own
+            self._query_count += 1
+            name = ast.Ident(f"_TRANSIENT_{self._query_count}", quoted=True, pos=stmt.pos)
+            return self._persistent(item, stmt.query, name, None, {}, create=True)
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
 
     def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool):
@@ -139,7 +141,7 @@ def _columns_of(plan: PlanNode, style: str) -> tuple[ColumnInfo, ...]:
         if f.hidden:
             continue
         origin = "key" if (f.id in plan.key and style != "flink") else "value"
-        cols.append(ColumnInfo(f.name, f.type or "string", origin))
+        cols.append(ColumnInfo(f.name, f.type or "string", origin, nullable=f.nullable))
     return tuple(cols)
 
 

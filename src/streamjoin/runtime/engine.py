@@ -80,6 +80,8 @@ class Engine:
                 self.store.create(*planned.created_topic)
             if planned.output:
                 self.outputs.append(planned.output)
+            if planned.dropped:
+                self._stop_writers_of(planned.dropped)
             if planned.query:
                 started.append(self._start(planned.query))
         self.queries.extend(started)
@@ -120,6 +122,11 @@ class Engine:
         self.queries.clear()
 
     # ------------------------------------------------------------------ internals
+
+    def _stop_writers_of(self, name: str) -> None:
+        for q in [q for q in self.queries if q.sink.casefold() == name.casefold()]:
+            q.stop()
+            self.queries.remove(q)
 
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
