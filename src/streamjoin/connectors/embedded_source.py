@@ -1,24 +1,37 @@
 """Spark streaming source over the embedded topic store (Python Data Source API).
 
 ``spark.readStream.format("streamjoin_topics").option("root", DIR).option("topics", "a,b")`` yields one
-row per record of the named topics: ``topic, partition, offset, timestamp, seq, key, value``. The offset
-of the source is the store's global sequence, so one micro-batch covers a contiguous slice of the
-store's ingestion order across all its topics. ``maxRecordsPerBatch`` caps a batch at N records (the
+row per record of the named topics: ``topic, partition, offset, timestamp, seq, key, value,
+stream_time``. The offset of the source is the store's global sequence, so one micro-batch covers a
+contiguous slice of the store's ingestion order across all its topics.
+
+With the ``eventTime`` option (JSON: topic -> value field holding the event time, or null for the record
+timestamp), every record also carries ``stream_time``, the largest event time read so far in ingestion
+order; the offset then holds the stream time at the batch's end, so the clock continues exactly across
+batches and restarts. (Without it, ``stream_time`` is null.)
+
+With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
+0..N-1, ``seq`` and ``stream_time`` of the batch's last record): time-driven operators bucket their state
+N ways and use the ticks to see the batch-end stream time in every bucket, input or not. ``maxRecordsPerBatch`` caps a batch at N records (the
 conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest`` (default) or
 ``latest``. Workers read the segment files directly, so ``root`` must be visible to every executor.
 """
 from __future__ import annotations
 
-from typing import Iterator
+import json
+from typing import Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from .event_time import NO_TIME, event_times, stream_times
 from .topic_store import TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
+TICK_TOPIC = "__tick__"
 
 SOURCE_SCHEMA = StructType(
     [
@@ -29,6 +42,7 @@ SOURCE_SCHEMA = StructType(
         StructField("seq", LongType()),
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
+        StructField("stream_time", LongType()),
     ]
 )
 
@@ -41,14 +55,31 @@ _ARROW_SCHEMA = pa.schema(
         ("seq", pa.int64()),
         ("key", pa.binary()),
         ("value", pa.binary()),
+        ("stream_time", pa.int64()),
     ]
 )
 
 
-class _TopicSlice(InputPartition):
-    def __init__(self, root: str, topic: str, after_seq: int, upto_seq: int):
-        super().__init__((topic, after_seq, upto_seq))
-        self.root, self.topic, self.after_seq, self.upto_seq = root, topic, after_seq, upto_seq
+class _Slice(InputPartition):
+    """Records of ``topics`` with ``after_seq < seq <= upto_seq``; ``start_time``: stream time before them."""
+
+    def __init__(self, root: str, topics: list[str], after_seq: int, upto_seq: int, start_time: Optional[int]):
+        super().__init__((tuple(topics), after_seq, upto_seq))
+        self.root, self.topics, self.after_seq, self.upto_seq = root, topics, after_seq, upto_seq
+        self.start_time = start_time
+
+
+def _read_slice(root: str, topics: list[str], after: int, upto: int) -> pa.Table:
+    store = TopicStore(root)
+    parts = []
+    for topic in topics:
+        table = store.read_table(topic, after, upto)
+        if table.num_rows:
+            parts.append(table.append_column("topic", pa.array([topic] * table.num_rows, pa.string())))
+    if not parts:
+        return None
+    table = pa.concat_tables(parts)
+    return table.sort_by("seq") if len(parts) > 1 else table
 
 
 class EmbeddedTopicReader(DataSourceStreamReader):
@@ -57,14 +88,20 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.topics = [t for t in options["topics"].split(",") if t]
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
         self.starting = options.get("startingoffsets", "earliest").lower()
+        event_time = options.get("eventtime")
+        self.event_fields: Optional[dict] = json.loads(event_time) if event_time else None
+        self.ticks = int(options.get("ticks", "0") or 0)
 
     def _store(self) -> TopicStore:
         return TopicStore(self.root)
 
     def initialOffset(self) -> dict:
         if self.starting == "latest":
-            return {"seq": self._store().committed_seq()}
-        return {"seq": 0}
+            return self._offset(self._store().committed_seq(), None)
+        return self._offset(0, None)
+
+    def _offset(self, seq: int, stream_time: Optional[int]) -> dict:
+        return {"seq": seq, "streamTime": stream_time} if self.event_fields is not None else {"seq": seq}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
@@ -73,9 +110,24 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         store = self._store()
         committed = store.committed_seq()
         after = start["seq"]
+        end = committed
         if isinstance(limit, ReadMaxRows) and committed > after:
-            return {"seq": store.seq_after(self.topics, after, limit.max_rows, committed)}
-        return {"seq": committed}
+            end = store.seq_after(self.topics, after, limit.max_rows, committed)
+        if self.event_fields is None or end == after:
+            return self._offset(end, start.get("streamTime"))
+        table = _read_slice(self.root, self.topics, after, end)
+        times = self._stream_times(table, start.get("streamTime"))
+        return self._offset(end, int(times[-1]) if times.size and times[-1] != NO_TIME else start.get("streamTime"))
+
+    def _stream_times(self, table: Optional[pa.Table], start_time: Optional[int]) -> np.ndarray:
+        if table is None:
+            return np.array([], dtype=np.int64)
+        topics = table.column("topic").to_numpy(zero_copy_only=False)
+        times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
+        for topic in set(topics):
+            mask = topics == topic
+            times[mask] = event_times(table.filter(pa.array(mask)), self.event_fields.get(topic))
+        return stream_times(times, NO_TIME if start_time is None else start_time)
 
     def reportLatestOffset(self) -> dict:
         return {"seq": self._store().committed_seq()}
@@ -83,21 +135,42 @@ class EmbeddedTopicReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict):
         if end["seq"] <= start["seq"]:
             return []
-        return [_TopicSlice(self.root, t, start["seq"], end["seq"]) for t in self.topics]
+        if self.event_fields is not None:  # stream time needs every topic of the slice in one ordered pass
+            return [_Slice(self.root, self.topics, start["seq"], end["seq"], start.get("streamTime"))]
+        return [_Slice(self.root, [t], start["seq"], end["seq"], None) for t in self.topics]
 
-    def read(self, partition: _TopicSlice) -> Iterator[pa.RecordBatch]:
-        table = TopicStore(partition.root).read_table(partition.topic, partition.after_seq, partition.upto_seq)
-        if table.num_rows == 0:
+    def read(self, partition: _Slice) -> Iterator[pa.RecordBatch]:
+        table = _read_slice(partition.root, partition.topics, partition.after_seq, partition.upto_seq)
+        if table is None:
             return
-        topic = pa.array([partition.topic] * table.num_rows, pa.string())
+        if self.event_fields is not None:
+            times = self._stream_times(table, partition.start_time)
+            stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
+        else:
+            stream_time = pa.nulls(table.num_rows, pa.int64())
         out = pa.table(
-            [topic] + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")],
+            [table.column("topic")]
+            + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")]
+            + [stream_time],
             schema=_ARROW_SCHEMA,
         )
         yield from out.to_batches()
+        if self.ticks and self.event_fields is not None:
+            yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py())
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def _ticks(count: int, seq: int, stream_time: Optional[int]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
+            pa.array([-1] * count, pa.int64()), pa.array([0] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
+            pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
+        ],
+        schema=_ARROW_SCHEMA,
+    )
 
 
 class EmbeddedTopicSource(DataSource):

@@ -2,7 +2,7 @@
 
 Input rows are the source's ``topic, partition, offset, timestamp, seq, key, value``. A scan's decoded
 row has one column per field id, plus ``_rowtime`` (event time, ms), ``_seq`` (ingestion order), ``_sub``
-(0) and, on a TABLE, ``_tombstone`` (the record deletes its key). On a STREAM, records with a null
+(0), ``_stream_time`` (from the source, when the query needs a clock) and, on a TABLE, ``_tombstone`` (the record deletes its key). On a STREAM, records with a null
 value are ignored (DIALECT §1).
 
 Formats: values in JSON (default); keys in KAFKA format (a single primitive written as text) or JSON.
@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import NotYetSupported
-from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Scan
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Scan
 from .expressions import compile_expr
 
 JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd[[ ]['T']HH:mm[:ss][.SSS][XXX]]", "mode": "PERMISSIVE"}
@@ -47,7 +47,8 @@ def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
         ts = F.col("__v").getField(source.timestamp_column)
         col = source.column(source.timestamp_column)
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
-    selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB)]
+    selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB),
+                 F.col("stream_time").alias(STREAM_TIME)]
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
     return df.select(*selected)

@@ -7,7 +7,8 @@ handed to the operator the operator table picks; GROUP BY is the record-at-a-tim
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -16,13 +17,13 @@ from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import LoweringContext
 from ..plan.nodes import (
-    ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
 )
 from .decode import decode_scan
 from .expressions import compile_expr
 from .operator_table import operator_for
 
-META = (ROWTIME, SEQ, SUB)
+META = (ROWTIME, SEQ, SUB, STREAM_TIME)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
 
 
@@ -31,6 +32,7 @@ class SourceOptions:
     root: str
     max_records_per_batch: int = 0
     starting_offsets: str = "earliest"
+    time_buckets: int = 32  # how many ways time-driven operators split their state (one tick row each)
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
@@ -43,6 +45,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     )
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
+    if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
+        fields = {n.source.topic: n.source.timestamp_column for n in walk(plan) if isinstance(n, Scan)}
+        reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
     return reader.load()
 
 
@@ -81,7 +86,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)
-        return operator_for(node).lower(node, left, right, ctx)
+        return operator_for(node).lower(node, left, right, replace(ctx, records=records))
     raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
 
 

@@ -5,30 +5,24 @@ rows are sorted by ingestion order (``_seq``, ``_sub``) and folded one at a time
 accumulators, emitting the group's new aggregate values after each record. The output therefore does
 not depend on how input is cut into micro-batches.
 
-State: one value per group — the pickled accumulators (``applyInPandasWithState`` state schemas cannot
-hold arrays or maps, so they are kept as BINARY). State is never purged: an unwindowed aggregate needs
+State: one value per group — the pickled accumulators (``operators.state``). State is never purged: an unwindowed aggregate needs
 every group forever (as in ksqlDB); table TTL is for the Flink issue.
 """
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupStateTimeout
-from pyspark.sql.types import (
-    ArrayType, BinaryType, DataType, DecimalType, DoubleType, LongType, StructField, StructType,
-)
+from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, LongType, StructField, StructType
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate
-
-STATE_SCHEMA = StructType([StructField("acc", BinaryType())])
+from .state import run_keyed
 
 
 @dataclass(frozen=True)
@@ -127,15 +121,13 @@ class AggregateOperator:
         fold = _make_fold(group_ids, specs, output_schema.fieldNames())
         if not group_ids:  # a global aggregate: one group
             prepared = prepared.withColumn("__all", F.lit(0))
-        return prepared.groupBy(*(group_ids or ["__all"])).applyInPandasWithState(
-            fold, output_schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
-        )
+        return run_keyed(prepared, group_ids or ["__all"], fold, output_schema)
 
 
 def _make_fold(group_ids: list[str], specs: list[AggSpec], out_names: list[str]):
-    def fold(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        rows = pd.concat(list(batches), ignore_index=True).sort_values([SEQ, SUB], kind="stable")
-        accs = pickle.loads(state.get[0]) if state.exists else [None] * len(specs)
+    def fold(accs, rows: pd.DataFrame):
+        rows = rows.sort_values([SEQ, SUB], kind="stable")
+        accs = accs or [None] * len(specs)
         out = []
         for rec in rows.to_dict("records"):
             accs = [_fold(s.fn, a, _scalar(rec[s.arg]) if s.arg else 1, s.distinct) for s, a in zip(specs, accs)]
@@ -143,8 +135,7 @@ def _make_fold(group_ids: list[str], specs: list[AggSpec], out_names: list[str])
             values.update({s.out: _result(s.fn, a, s.distinct) for s, a in zip(specs, accs)})
             values.update({ROWTIME: rec[ROWTIME], SEQ: rec[SEQ], SUB: rec[SUB]})
             out.append(values)
-        state.update((pickle.dumps(accs),))
-        yield pd.DataFrame(out, columns=out_names)
+        return pd.DataFrame(out, columns=out_names), accs
 
     return fold
 

@@ -3,13 +3,14 @@
 A join operator receives the two lowered inputs (DataFrames in the physical row layout of
 ``plan.nodes``: one column per field id plus ``_rowtime``, ``_seq``, ``_sub`` and ``_tombstone`` on
 changelogs) and the bound ``Join`` node, and returns one DataFrame in the same layout holding the join's
-fields and its key columns. Each operator module states its algorithm, its state and when that state is
+fields and its key columns. Time-driven operators also read the tick rows of ``ctx.records`` (see
+``connectors.embedded_source``) so every state bucket sees the batch-end stream time. Each operator module states its algorithm, its state and when that state is
 purged in its docstring.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol
 
 from pyspark.sql import DataFrame
 
@@ -22,7 +23,8 @@ class LoweringContext:
 
     checkpoint_dir: str
     properties: dict
-
+    records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
+    time_buckets: int = 32
 
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

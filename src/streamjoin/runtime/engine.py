@@ -131,8 +131,10 @@ class Engine:
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
         checkpoint = os.path.join(self.checkpoint_root, planned.query_id)
-        ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties))
-        records = read_inputs(self.spark, sink, SourceOptions(self.topics_root, self.records_per_batch))
+        options = SourceOptions(self.topics_root, self.records_per_batch)
+        ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
+                              time_buckets=options.time_buckets)
+        records = read_inputs(self.spark, sink, options)
         result = encode(sink, lower(sink.input, records, ctx))
         writer = (
             result.writeStream.queryName(planned.query_id)

@@ -22,7 +22,6 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
-    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
 }
 

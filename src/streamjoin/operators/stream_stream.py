@@ -1,0 +1,270 @@
+"""Windowed stream-stream join (KSQL / Lenses ``WITHIN``), record-at-a-time in ingestion order.
+
+Semantics (DIALECT §3, current ksqlDB). A pair (l, r) of one key matches when
+``l.t - before <= r.t <= l.t + after``; it is emitted when the later of the two arrives (ingestion
+order; in a self-join the left copy of a record counts as arriving first), at time ``max(l.t, r.t)``,
+after that record's earlier matches ordered by their time. A record with a null key is dropped.
+- Without GRACE PERIOD (grace 24 h): a record of a preserved side (left in LEFT/FULL, right in
+  RIGHT/FULL) that matches nothing on arrival is emitted null-padded at once ("eager").
+- With GRACE PERIOD g: such a record is emitted null-padded only if it has not matched when stream time
+  passes its window close (``t + after + g`` for a left record, ``t + before + g`` for a right one).
+- A record whose window already closed when it arrives (``close < stream time``) joins nothing: it is
+  emitted null-padded at once on a preserved side, otherwise dropped.
+
+Algorithm: rows are grouped by a hash bucket of the join key (``operators.state``); in each
+bucket a micro-batch is joined vectorised with pandas: new left rows against every stored and new
+right row, new right rows against stored left rows, then windows, arrival order, padding and close
+times are evaluated on the whole batch at once. Stream time comes from the source on every record, so
+results do not depend on batch cuts.
+
+State (per bucket, one pickled value in Spark's state store): every stored record of both sides with its key, time,
+ingestion order, payload and, with a grace period, whether it still awaits its close. Purge: a record
+older than ``stream time - (before + after + grace)`` can no longer match a record that is not late,
+and is dropped. Every micro-batch also brings one tick row per bucket with the batch-end stream time
+(``connectors.embedded_source``), so a bucket that receives no record still emits the null-padded rows
+whose window closed, and purges. (Spark's event-time timeouts are not used: they drop input rows at or
+below the watermark, which would lose records that do not advance stream time.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from ..connectors.embedded_source import TICK_TOPIC
+from ..lower.expressions import compile_expr
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
+from .base import LoweringContext
+from .state import run_keyed
+
+DEFAULT_GRACE_MS = 24 * 3600 * 1000
+
+SIDE, OK, ORD, BUCKET = "__side", "__ok", "__ord", "__bucket"  # ORD: arrival order in a bucket
+NEVER = np.iinfo(np.int64).max
+LEFT, RIGHT, TICK = 0, 1, 3  # within one record: left copy, right copy, then the batch's ticks
+
+
+@dataclass(frozen=True)
+class Window:
+    before: int
+    after: int
+    grace: int
+    eager: bool  # no GRACE PERIOD: unmatched rows leave at once
+    outer_left: bool
+    outer_right: bool
+
+    def span(self, side: np.ndarray) -> np.ndarray:
+        """How long after its own time a record can still be matched by the other side."""
+        return np.where(side == LEFT, self.after, self.before)
+
+    @property
+    def retention(self) -> int:
+        return self.before + self.after + self.grace
+
+
+class StreamStreamJoin:
+    def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
+        within = join.within
+        window = Window(
+            before=within.before_ms, after=within.after_ms,
+            grace=DEFAULT_GRACE_MS if within.grace_ms is None else within.grace_ms,
+            eager=within.grace_ms is None,
+            outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
+        )
+        keys = [f"__k{i}" for i in range(len(join.key))]
+        left_payload = [c for c in left.columns if not c.startswith("_")]
+        right_payload = [c for c in right.columns if not c.startswith("_")]
+        sides = []
+        for side, df, exprs, match_filter in (
+            (LEFT, left, join.left_side.keys, join.left_side.filter),
+            (RIGHT, right, join.right_side.keys, join.right_side.filter),
+        ):
+            ok = F.coalesce(compile_expr(match_filter), F.lit(False)) if match_filter is not None else F.lit(True)
+            prepared = df.select(
+                "*", F.lit(side).alias(SIDE), ok.alias(OK),
+                *[compile_expr(e).alias(k) for k, e in zip(keys, exprs)],
+            )
+            not_null = F.lit(True)
+            for k in keys:  # a record with a null join key is dropped
+                not_null = not_null & F.col(k).isNotNull()
+            sides.append(prepared.where(not_null))
+        data = sides[0].unionByName(sides[1], allowMissingColumns=True)
+        data = data.withColumn(BUCKET, F.pmod(F.xxhash64(*keys), F.lit(ctx.time_buckets)).cast("int"))
+        ticks = ctx.records.where(F.col("topic") == TICK_TOPIC).select(
+            F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
+            F.col("stream_time").alias(STREAM_TIME), F.lit(0).cast("bigint").alias(ROWTIME),
+        )
+        both = data.unionByName(ticks, allowMissingColumns=True)
+
+        types = {f.name: f.dataType for f in both.schema.fields}
+        out_fields = [StructField(c, types[c]) for c in left_payload + right_payload]
+        out_fields += [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
+        out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+        schema = StructType(out_fields)
+        process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
+        return run_keyed(both, [BUCKET], process, schema)
+
+
+def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out_names):
+    stored_cols = [SIDE, OK, ORD, SEQ, ROWTIME, STREAM_TIME, "__pending", "__close"] + keys + left_payload + right_payload
+
+    def process(saved, rows: pd.DataFrame):
+        saved = saved or {"store": pd.DataFrame(columns=stored_cols), "ord": 0}
+        rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable", na_position="last").reset_index(drop=True)
+        rows[ORD] = saved["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
+        out, saved["store"] = _process_batch(w, saved["store"], rows, keys, left_payload, right_payload, key_ids, out_names)
+        saved["ord"] += len(rows)
+        return out, saved
+
+    return process
+
+
+def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, key_ids, out_names):
+    st = rows[STREAM_TIME].fillna(np.iinfo(np.int64).min).to_numpy(dtype=np.int64)
+    row_ords = rows[ORD].to_numpy(np.int64)
+    row_seqs = rows[SEQ].to_numpy(np.int64)
+    data = rows[rows[SIDE] != TICK].copy()
+    side = data[SIDE].to_numpy()
+    t = data[ROWTIME].to_numpy(dtype=np.int64)
+    close = t + w.span(side) + w.grace
+    late = close < data[STREAM_TIME].to_numpy(dtype=np.int64)
+    outer = np.where(side == LEFT, w.outer_left, w.outer_right)
+    data["__close"] = close
+    data["__pending"] = False
+    rows = data
+    fresh = rows[~late]
+    candidates = pd.concat([store, fresh[store.columns]], ignore_index=True) if len(store) else fresh[store.columns]
+    pairs = _pairs(w, fresh, candidates, store, keys)
+
+    # arrival matches: pairs in which the record is the earlier of the two (the other arrived before it)
+    trigger = np.maximum(pairs["l_ord"].to_numpy(), pairs["r_ord"].to_numpy()) if len(pairs) else np.array([], np.int64)
+    first_match = pd.concat([
+        pd.Series(trigger, index=pairs["l_ord"].to_numpy()), pd.Series(trigger, index=pairs["r_ord"].to_numpy())
+    ]).groupby(level=0).min() if len(pairs) else pd.Series(dtype=np.int64)
+    arrival_matched = fresh[ORD].map(first_match).eq(fresh[ORD]).to_numpy() if len(fresh) else np.array([], bool)
+
+    out = [_pair_rows(pairs, trigger, fresh, candidates, keys, left_payload, right_payload, key_ids)]
+    # records of a preserved side that were late on arrival: null-padded at once
+    out.append(_padded(rows[late & outer], rows[late & outer][SEQ], 0, keys, left_payload, right_payload, key_ids))
+    fresh_outer = np.where(fresh[SIDE].to_numpy() == LEFT, w.outer_left, w.outer_right) if len(fresh) else np.array([], bool)
+    unmatched = fresh[fresh_outer & ~arrival_matched]
+    if w.eager:
+        out.append(_padded(unmatched, unmatched[SEQ], 0, keys, left_payload, right_payload, key_ids))
+        new_store = pd.concat([store, fresh[store.columns]], ignore_index=True)
+    else:
+        fresh = fresh.copy()
+        fresh.loc[fresh_outer & ~arrival_matched, "__pending"] = True
+        new_store = pd.concat([store, fresh[store.columns]], ignore_index=True) if len(store) else fresh[store.columns].copy()
+        emitted, new_store = _emit_closed(new_store, first_match, row_ords, row_seqs, st)
+        out.append(emitted_rows(emitted, keys, left_payload, right_payload, key_ids))
+    horizon = int(st.max()) - w.retention if len(st) else None
+    if horizon is not None and len(new_store):
+        keep = (new_store[ROWTIME].to_numpy(dtype=np.int64) >= horizon) | new_store["__pending"].to_numpy(dtype=bool)
+        new_store = new_store[keep].reset_index(drop=True)
+    result = pd.concat([o for o in out if len(o)], ignore_index=True) if any(len(o) for o in out) else pd.DataFrame(columns=out_names)
+    return result.reindex(columns=out_names), new_store
+
+
+def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
+    """Every matching (left, right) pair with at least one new record, as ORD pairs."""
+    cols = keys + [ORD, ROWTIME]
+    new_left = fresh[(fresh[SIDE] == LEFT) & fresh[OK]][cols]
+    new_right = fresh[(fresh[SIDE] == RIGHT) & fresh[OK]][cols]
+    all_right = candidates[(candidates[SIDE] == RIGHT) & candidates[OK].astype(bool)][cols]
+    old_left = store[(store[SIDE] == LEFT) & store[OK].astype(bool)][cols] if len(store) else new_left.iloc[0:0]
+    found = []
+    for lefts, rights in ((new_left, all_right), (old_left, new_right)):
+        if len(lefts) and len(rights):
+            m = lefts.merge(rights, on=keys, suffixes=("_l", "_r"))
+            lt, rt = m[f"{ROWTIME}_l"].to_numpy(np.int64), m[f"{ROWTIME}_r"].to_numpy(np.int64)
+            m = m[(rt >= lt - w.before) & (rt <= lt + w.after)]
+            found.append(pd.DataFrame({"l_ord": m[f"{ORD}_l"].to_numpy(), "r_ord": m[f"{ORD}_r"].to_numpy(),
+                                       "l_t": m[f"{ROWTIME}_l"].to_numpy(), "r_t": m[f"{ROWTIME}_r"].to_numpy()}))
+    if not found:
+        return pd.DataFrame({"l_ord": [], "r_ord": [], "l_t": [], "r_t": []}, dtype=np.int64)
+    return pd.concat(found, ignore_index=True)
+
+
+def _pair_rows(pairs, trigger, fresh, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
+    if not len(pairs):
+        return pd.DataFrame()
+    by_ord = candidates.set_index(ORD)
+    lrec = by_ord.loc[pairs["l_ord"].to_numpy()]
+    rrec = by_ord.loc[pairs["r_ord"].to_numpy()]
+    later_is_left = pairs["l_ord"].to_numpy() > pairs["r_ord"].to_numpy()
+    other_t = np.where(later_is_left, pairs["r_t"], pairs["l_t"])
+    other_ord = np.where(later_is_left, pairs["r_ord"], pairs["l_ord"])
+    out = pd.DataFrame({c: lrec[c].to_numpy() for c in left_payload})
+    for c in right_payload:
+        out[c] = rrec[c].to_numpy()
+    for jk, k in zip(key_ids, keys):
+        out[jk] = lrec[k].to_numpy()
+    out[ROWTIME] = np.maximum(pairs["l_t"].to_numpy(np.int64), pairs["r_t"].to_numpy(np.int64))
+    trigger_rec = by_ord.loc[trigger]
+    out[SEQ] = trigger_rec[SEQ].to_numpy(np.int64)
+    out[STREAM_TIME] = trigger_rec[STREAM_TIME].to_numpy()
+    out["__o0"], out["__o1"], out["__o2"] = trigger, other_t, other_ord
+    out = out.sort_values(["__o0", "__o1", "__o2"], kind="stable")
+    out[SUB] = out.groupby(SEQ).cumcount() + 1
+    return out.drop(columns=["__o0", "__o1", "__o2"])
+
+
+def _padded(recs, seqs, sub, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
+    """Null-padded rows for records of either side (the other side's columns null)."""
+    if not len(recs):
+        return pd.DataFrame()
+    is_left = recs[SIDE].to_numpy() == LEFT
+    out = pd.DataFrame(index=range(len(recs)))
+    for c in left_payload:
+        out[c] = np.where(is_left, recs[c].to_numpy(dtype=object), None)
+    for c in right_payload:
+        out[c] = np.where(~is_left, recs[c].to_numpy(dtype=object), None)
+    for jk, k in zip(key_ids, keys):
+        out[jk] = recs[k].to_numpy()
+    out[ROWTIME] = recs[ROWTIME].to_numpy(np.int64)
+    out[SEQ] = np.asarray(seqs, dtype=np.int64)
+    out[SUB] = sub
+    out[STREAM_TIME] = recs[STREAM_TIME].to_numpy(np.int64)
+    return out
+
+
+def _emit_closed(store, first_match, row_ords, row_seqs, st):
+    """Pending records: matched ones stop pending; those whose close stream time passed before any match
+    are emitted, just before the first record of this bucket whose stream time passed their close."""
+    pending = store["__pending"].to_numpy(dtype=bool)
+    if not pending.any():
+        return store.iloc[0:0], store
+    ords = store[ORD].to_numpy()
+    matched = store[ORD].map(first_match)
+    match_at = np.where(matched.isna().to_numpy(), NEVER, matched.fillna(0).to_numpy().astype(np.int64))
+    pos = np.searchsorted(st, store["__close"].to_numpy(np.int64), side="right")
+    after_own = np.searchsorted(row_ords, ords, side="right")
+    pos = np.maximum(pos, after_own)
+    has_emit = pos < len(row_ords)
+    emit_ord = np.where(has_emit, row_ords[np.minimum(pos, len(row_ords) - 1)], NEVER)
+    emit = pending & has_emit & (emit_ord < match_at)
+    resolved = pending & (match_at < NEVER) & ~emit
+    emitted = store[emit].copy()
+    emitted["__emit_ord"] = emit_ord[emit]
+    emitted["__emit_st"] = st[np.minimum(pos, len(st) - 1)][emit]
+    emitted["__emit_seq"] = row_seqs[np.minimum(pos, len(row_seqs) - 1)][emit]
+    store = store.copy()
+    store.loc[emit | resolved, "__pending"] = False
+    return emitted, store
+
+
+def emitted_rows(emitted, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
+    if not len(emitted):
+        return pd.DataFrame()
+    emitted = emitted.sort_values(["__emit_ord", ROWTIME, ORD], kind="stable")
+    out = _padded(emitted, emitted["__emit_seq"].to_numpy(), 0, keys, left_payload, right_payload, key_ids)
+    out[SUB] = -len(out) + np.arange(len(out)) - 1
+    out[STREAM_TIME] = emitted["__emit_st"].to_numpy(np.int64)
+    return out
+
+
+OPERATOR = StreamStreamJoin()
