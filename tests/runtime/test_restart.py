@@ -16,12 +16,16 @@ SCRIPT = """
 CREATE STREAM batched (k STRING KEY, meter_id INT, readings ARRAY<INT>) WITH (kafka_topic='batched', value_format='JSON');
 INSERT INTO readings SELECT STREAM meter_id, reading FROM batched LATERAL readings AS reading WHERE reading > 50;
 CREATE STREAM rekeyed AS SELECT * FROM batched PARTITION BY meter_id;
+CREATE STREAM other (k STRING KEY, meter_id INT, x INT) WITH (kafka_topic='other', value_format='JSON');
+CREATE STREAM joined AS SELECT b.meter_id AS meter_id, b.readings, o.x FROM batched b
+  FULL OUTER JOIN other o WITHIN 3 MILLISECONDS GRACE PERIOD 2 MILLISECONDS ON b.meter_id = o.meter_id;
 """
 INPUTS = [
     {"topic": "batched", "key": f"m{i % 7}", "timestamp": i, "value": {"METER_ID": i % 5, "READINGS": [i % 97, 60, i % 13]}}
     for i in range(60)
-]
-SINKS = ("readings", "REKEYED")
+] + [{"topic": "other", "key": f"o{i}", "timestamp": i + 1, "value": {"METER_ID": i % 6, "X": i}} for i in range(0, 60, 2)]
+INPUTS.sort(key=lambda r: r["timestamp"])
+SINKS = ("readings", "REKEYED", "JOINED")
 
 
 def _run(home, script, *extra):

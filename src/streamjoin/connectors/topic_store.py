@@ -221,20 +221,20 @@ class TopicStore:
 
     def seq_after(self, topics: Iterable[str], after_seq: int, count: int, upto_seq: int) -> int:
         """The sequence number of the ``count``-th record after ``after_seq`` in any of ``topics``
-        (or ``upto_seq`` if there are fewer)."""
-        seqs: list[int] = []
-        for topic in topics:
-            for seg in self._segments(topic):
-                first, last = _segment_range(seg)
-                if last <= after_seq or first > upto_seq:
-                    continue
-                with ipc.open_file(seg) as reader:
-                    col = reader.read_all().column("seq").to_pylist()
-                seqs.extend(s for s in col if after_seq < s <= upto_seq)
-        if len(seqs) <= count:
-            return upto_seq
-        seqs.sort()
-        return seqs[count - 1]
+        (or ``upto_seq`` if there are fewer). Reads no data: a segment's sequence numbers are contiguous
+        and its name gives their range."""
+        ranges = sorted(
+            r for topic in topics for r in map(_segment_range, self._segments(topic))
+            if r[1] > after_seq and r[0] <= upto_seq
+        )
+        remaining = count
+        for first, last in ranges:
+            first, last = max(first, after_seq + 1), min(last, upto_seq)
+            size = last - first + 1
+            if remaining <= size:
+                return first + remaining - 1
+            remaining -= size
+        return upto_seq
 
     def records(self, topic: str) -> list[Record]:
         table = self.read_table(topic)

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
-from ..operators.base import LoweringContext
+from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
 )
@@ -32,7 +32,7 @@ class SourceOptions:
     root: str
     max_records_per_batch: int = 0
     starting_offsets: str = "earliest"
-    time_buckets: int = 32  # how many ways time-driven operators split their state (one tick row each)
+    time_buckets: int = DEFAULT_TIME_BUCKETS  # how many ways time-driven operators split state (one tick row each)
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:

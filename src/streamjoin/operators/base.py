@@ -17,6 +17,9 @@ from pyspark.sql import DataFrame
 from ..plan.nodes import Join
 
 
+DEFAULT_TIME_BUCKETS = 8  # state buckets of time-driven operators; more for a bigger cluster (SET 'streamjoin.buckets')
+
+
 @dataclass(frozen=True)
 class LoweringContext:
     """What an operator may need besides its inputs: where its query keeps checkpoints, and settings."""
@@ -24,7 +27,7 @@ class LoweringContext:
     checkpoint_dir: str
     properties: dict
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
-    time_buckets: int = 32
+    time_buckets: int = DEFAULT_TIME_BUCKETS
 
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

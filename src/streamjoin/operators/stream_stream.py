@@ -137,7 +137,7 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     data["__pending"] = False
     rows = data
     fresh = rows[~late]
-    candidates = pd.concat([store, fresh[store.columns]], ignore_index=True) if len(store) else fresh[store.columns]
+    candidates = _append(store, fresh)
     pairs = _pairs(w, fresh, candidates, store, keys)
 
     # arrival matches: pairs in which the record is the earlier of the two (the other arrived before it)
@@ -154,11 +154,11 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     unmatched = fresh[fresh_outer & ~arrival_matched]
     if w.eager:
         out.append(_padded(unmatched, unmatched[SEQ], 0, keys, left_payload, right_payload, key_ids))
-        new_store = pd.concat([store, fresh[store.columns]], ignore_index=True)
+        new_store = _append(store, fresh)
     else:
         fresh = fresh.copy()
         fresh.loc[fresh_outer & ~arrival_matched, "__pending"] = True
-        new_store = pd.concat([store, fresh[store.columns]], ignore_index=True) if len(store) else fresh[store.columns].copy()
+        new_store = _append(store, fresh)
         emitted, new_store = _emit_closed(new_store, first_match, row_ords, row_seqs, st)
         out.append(emitted_rows(emitted, keys, left_payload, right_payload, key_ids))
     horizon = int(st.max()) - w.retention if len(st) else None
@@ -167,6 +167,15 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
         new_store = new_store[keep].reset_index(drop=True)
     result = pd.concat([o for o in out if len(o)], ignore_index=True) if any(len(o) for o in out) else pd.DataFrame(columns=out_names)
     return result.reindex(columns=out_names), new_store
+
+
+def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+    """Stored records followed by this batch's, in arrival order."""
+    if not len(store):
+        return fresh[store.columns].reset_index(drop=True)
+    if not len(fresh):
+        return store
+    return pd.concat([store, fresh[store.columns]], ignore_index=True)
 
 
 def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
@@ -192,25 +201,22 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
 def _pair_rows(pairs, trigger, fresh, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
     if not len(pairs):
         return pd.DataFrame()
-    by_ord = candidates.set_index(ORD)
-    lrec = by_ord.loc[pairs["l_ord"].to_numpy()]
-    rrec = by_ord.loc[pairs["r_ord"].to_numpy()]
-    later_is_left = pairs["l_ord"].to_numpy() > pairs["r_ord"].to_numpy()
-    other_t = np.where(later_is_left, pairs["r_t"], pairs["l_t"])
-    other_ord = np.where(later_is_left, pairs["r_ord"], pairs["l_ord"])
-    out = pd.DataFrame({c: lrec[c].to_numpy() for c in left_payload})
+    ords = candidates[ORD].to_numpy(np.int64)  # ascending: stored records, then this batch's, in arrival order
+    l_ord, r_ord = pairs["l_ord"].to_numpy(np.int64), pairs["r_ord"].to_numpy(np.int64)
+    lpos, rpos, tpos = np.searchsorted(ords, l_ord), np.searchsorted(ords, r_ord), np.searchsorted(ords, trigger)
+    later_is_left = l_ord > r_ord
+    out = pd.DataFrame({c: candidates[c].to_numpy()[lpos] for c in left_payload})
     for c in right_payload:
-        out[c] = rrec[c].to_numpy()
+        out[c] = candidates[c].to_numpy()[rpos]
     for jk, k in zip(key_ids, keys):
-        out[jk] = lrec[k].to_numpy()
+        out[jk] = candidates[k].to_numpy()[lpos]
     out[ROWTIME] = np.maximum(pairs["l_t"].to_numpy(np.int64), pairs["r_t"].to_numpy(np.int64))
-    trigger_rec = by_ord.loc[trigger]
-    out[SEQ] = trigger_rec[SEQ].to_numpy(np.int64)
-    out[STREAM_TIME] = trigger_rec[STREAM_TIME].to_numpy()
-    out["__o0"], out["__o1"], out["__o2"] = trigger, other_t, other_ord
-    out = out.sort_values(["__o0", "__o1", "__o2"], kind="stable")
-    out[SUB] = out.groupby(SEQ).cumcount() + 1
-    return out.drop(columns=["__o0", "__o1", "__o2"])
+    out[SEQ] = candidates[SEQ].to_numpy(np.int64)[tpos]
+    out[STREAM_TIME] = candidates[STREAM_TIME].to_numpy()[tpos]
+    order = np.lexsort((np.where(later_is_left, r_ord, l_ord), np.where(later_is_left, pairs["r_t"], pairs["l_t"]), trigger))
+    out = out.iloc[order].reset_index(drop=True)
+    out[SUB] = out.groupby(SEQ).cumcount().to_numpy() + 1
+    return out
 
 
 def _padded(recs, seqs, sub, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from ..connectors.topic_store import TopicStore
 from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
 from ..lower.sink import encode
-from ..operators.base import LoweringContext
+from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import parse_script
@@ -131,7 +131,8 @@ class Engine:
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
         checkpoint = os.path.join(self.checkpoint_root, planned.query_id)
-        options = SourceOptions(self.topics_root, self.records_per_batch)
+        buckets = int(self.catalog.properties.get("streamjoin.buckets", DEFAULT_TIME_BUCKETS))
+        options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets)
         records = read_inputs(self.spark, sink, options)

@@ -1,0 +1,86 @@
+"""The stream-stream join's per-bucket step, driven directly with pandas frames (no Spark): interleaved
+records and stream-time ticks in, exact rows out, and expired state gone afterwards."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamjoin.operators.stream_stream import BUCKET, OK, SIDE, TICK, Window, _bucket_processor
+from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
+
+OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
+
+
+def step_fn(**window):
+    w = Window(**{"before": 10, "after": 10, "grace": 0, "eager": False, "outer_left": True, "outer_right": False, **window})
+    return _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], OUT)
+
+
+def rows(*records, clock=None):
+    """records: (side 'L'/'R', key, value, time, seq); stream time is the running max of times,
+    starting at ``clock``; a tick closes the batch at the last stream time."""
+    st = clock if clock is not None else -(2 ** 62)
+    data = []
+    for side, key, value, t, seq in records:
+        st = max(st, t)
+        data.append({SIDE: 0 if side == "L" else 1, "__k0": key, "lv": value if side == "L" else None,
+                     "rv": value if side == "R" else None, ROWTIME: t, SEQ: seq, SUB: 0, STREAM_TIME: st, OK: True, BUCKET: 0})
+    data.append({SIDE: TICK, SEQ: records[-1][4] if records else 0, STREAM_TIME: st, ROWTIME: 0, BUCKET: 0})
+    return pd.DataFrame(data)
+
+
+def emitted(out: pd.DataFrame):
+    out = out.sort_values([SEQ, SUB], kind="stable")
+    return [(None if pd.isna(l) else l, None if pd.isna(r) else r, int(t)) for l, r, t in zip(out["lv"], out["rv"], out[ROWTIME])]
+
+
+def run(step, *batches):
+    state, outputs = None, []
+    for batch in batches:
+        out, state = step(state, batch)
+        outputs += emitted(out)
+    return outputs, state
+
+
+CASES = [
+    ("inner match in either arrival order",
+     dict(outer_left=False), [[("L", 1, "A", 100, 1), ("R", 1, "a", 105, 2), ("R", 1, "b", 95, 3)]],
+     [("A", "a", 105), ("A", "b", 100)]),
+    ("window bounds are inclusive",
+     dict(outer_left=False), [[("L", 1, "A", 100, 1), ("R", 1, "lo", 90, 2), ("R", 1, "hi", 110, 3), ("R", 1, "out", 111, 4)]],
+     [("A", "lo", 100), ("A", "hi", 110)]),
+    ("grace: unmatched left leaves once stream time passes t + after + grace",
+     dict(grace=5), [[("L", 1, "A", 100, 1)], [("R", 2, "x", 115, 2)], [("R", 2, "y", 116, 3)]],
+     [("A", None, 100)]),
+    ("eager: unmatched left leaves at once, a later match follows",
+     dict(eager=True, grace=10_000), [[("L", 1, "A", 100, 1)], [("R", 1, "a", 101, 2)]],
+     [("A", None, 100), ("A", "a", 101)]),
+    ("late left record joins nothing and leaves padded",
+     dict(grace=5), [[("R", 1, "a", 100, 1), ("R", 2, "z", 200, 2), ("L", 1, "late", 100, 3)]],
+     [("late", None, 100)]),
+]
+
+
+@pytest.mark.parametrize("name,window,batches,expected", CASES, ids=[c[0] for c in CASES])
+def test_step(name, window, batches, expected):
+    step = step_fn(**window)
+    got, _ = run(step, *[rows(*b) for b in batches])
+    assert got == expected
+
+
+@pytest.mark.parametrize("name,window,batches,expected", CASES, ids=[c[0] for c in CASES])
+def test_step_is_batch_invariant(name, window, batches, expected):
+    every = [r for b in batches for r in b]
+    one_by_one, _ = run(step_fn(**window), *[rows(r, clock=max((x[3] for x in every[:i]), default=None))
+                                             for i, r in enumerate(every)])
+    all_at_once, _ = run(step_fn(**window), rows(*every))
+    assert sorted(one_by_one, key=repr) == sorted(all_at_once, key=repr) == sorted(expected, key=repr)
+
+
+def test_expired_records_are_purged_from_state():
+    step = step_fn(grace=5)
+    _, state = run(step, rows(*[("L", k, f"v{k}", 100 + k, k) for k in range(1, 6)]))
+    assert len(state["store"]) == 5
+    _, state = run(step, rows(("R", 99, "far", 10_000, 6)))
+    assert state["store"][ROWTIME].tolist() == [10_000]
