@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamjoin.operators.stream_stream import BUCKET, OK, SIDE, TICK, Window, _bucket_processor
+from streamjoin.operators.stream_stream import BUCKET, NULL_KEY, OK, SIDE, TICK, Window, _bucket_processor
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
 OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
@@ -25,7 +25,8 @@ def rows(*records, clock=None):
     for side, key, value, t, seq in records:
         st = max(st, t)
         data.append({SIDE: 0 if side == "L" else 1, "__k0": key, "lv": value if side == "L" else None,
-                     "rv": value if side == "R" else None, ROWTIME: t, SEQ: seq, SUB: 0, STREAM_TIME: st, OK: True, BUCKET: 0})
+                     "rv": value if side == "R" else None, ROWTIME: t, SEQ: seq, SUB: 0, STREAM_TIME: st,
+                     OK: key is not None, NULL_KEY: key is None, BUCKET: 0})
     data.append({SIDE: TICK, SEQ: records[-1][4] if records else 0, STREAM_TIME: st, ROWTIME: 0, BUCKET: 0})
     return pd.DataFrame(data)
 
@@ -84,3 +85,10 @@ def test_expired_records_are_purged_from_state():
     assert len(state["store"]) == 5
     _, state = run(step, rows(("R", 99, "far", 10_000, 6)))
     assert state["store"][ROWTIME].tolist() == [10_000]
+
+
+def test_null_keys_and_late_records_are_dropped_and_counted():
+    step = step_fn(outer_left=False, grace=5)
+    got, state = run(step, rows(("L", None, "n", 1, 1), ("R", 1, "a", 100, 2), ("R", 2, "z", 200, 3), ("L", 1, "late", 100, 4)))
+    assert got == []
+    assert state["dropped"] == {"null_key": 1, "late": 1}

@@ -72,3 +72,24 @@ def test_a_bare_select_runs_as_a_transient_query_and_drop_stops_its_writer(spark
     assert [r.asDict()["SKU"] for r in engine.dataframe(query).collect()] == ["s2"]
     engine.execute(f"DROP STREAM {query.sink};")
     assert not engine.queries and not query.spark_query.isActive
+
+
+def test_dropped_records_are_counted(spark, tmp_path):
+    engine = Engine(spark, home=str(tmp_path))
+    (query,) = engine.execute(
+        "CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='JSON');"
+        "CREATE STREAM R (ID INT KEY, V STRING) WITH (kafka_topic='right', value_format='JSON');"
+        "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 SECOND GRACE PERIOD 0 SECONDS ON L.ID = R.ID;"
+    )
+    produce_inputs(engine.store, [
+        {"topic": "left", "key": None, "value": {"V": "no key"}, "timestamp": 1},
+        {"topic": "left", "key": 1, "value": None, "timestamp": 2},
+        {"topic": "left", "key": 1, "value": {"V": "A"}, "timestamp": 3},
+        {"topic": "right", "key": 2, "value": {"V": "x"}, "timestamp": 60_000},
+        {"topic": "right", "key": 1, "value": {"V": "late"}, "timestamp": 4},
+    ])
+    engine.process_all_available()
+    metrics = query.metrics()
+    engine.stop()
+    assert {k: metrics[k] for k in ("null_value", "null_key", "late")} == {"null_value": 1, "null_key": 1, "late": 1}
+    assert metrics["state_rows"] >= 1

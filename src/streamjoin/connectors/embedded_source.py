@@ -23,6 +23,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
@@ -100,8 +101,10 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             return self._offset(self._store().committed_seq(), None)
         return self._offset(0, None)
 
-    def _offset(self, seq: int, stream_time: Optional[int]) -> dict:
-        return {"seq": seq, "streamTime": stream_time} if self.event_fields is not None else {"seq": seq}
+    def _offset(self, seq: int, stream_time: Optional[int], null_values: Optional[dict] = None) -> dict:
+        if self.event_fields is None:
+            return {"seq": seq}
+        return {"seq": seq, "streamTime": stream_time, "nullValues": null_values or {}}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
@@ -114,10 +117,11 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if isinstance(limit, ReadMaxRows) and committed > after:
             end = store.seq_after(self.topics, after, limit.max_rows, committed)
         if self.event_fields is None or end == after:
-            return self._offset(end, start.get("streamTime"))
+            return self._offset(end, start.get("streamTime"), start.get("nullValues"))
         table = _read_slice(self.root, self.topics, after, end)
         times = self._stream_times(table, start.get("streamTime"))
-        return self._offset(end, int(times[-1]) if times.size and times[-1] != NO_TIME else start.get("streamTime"))
+        stream_time = int(times[-1]) if times.size and times[-1] != NO_TIME else start.get("streamTime")
+        return self._offset(end, stream_time, _count_null_values(table, start.get("nullValues") or {}))
 
     def _stream_times(self, table: Optional[pa.Table], start_time: Optional[int]) -> np.ndarray:
         if table is None:
@@ -160,6 +164,16 @@ class EmbeddedTopicReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def _count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
+    """Running count, per topic, of records with a null value (ignored by streams; counted, not lost)."""
+    counts = dict(counts)
+    if table is not None:
+        nulls = table.filter(pc.is_null(table.column("value"))).column("topic").to_pylist()
+        for topic in nulls:
+            counts[topic] = counts.get(topic, 0) + 1
+    return counts
 
 
 def _ticks(count: int, seq: int, stream_time: Optional[int]) -> pa.RecordBatch:

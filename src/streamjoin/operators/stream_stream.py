@@ -18,7 +18,8 @@ times are evaluated on the whole batch at once. Stream time comes from the sourc
 results do not depend on batch cuts.
 
 State (per bucket, one pickled value in Spark's state store): every stored record of both sides with its key, time,
-ingestion order, payload and, with a grace period, whether it still awaits its close. Purge: a record
+ingestion order, payload and, with a grace period, whether it still awaits its close; and the counts of
+records dropped for a null key or for arriving after their window closed (``runtime.metrics``). Purge: a record
 older than ``stream time - (before + after + grace)`` can no longer match a record that is not late,
 and is dropped. Every micro-batch also brings one tick row per bucket with the batch-end stream time
 (``connectors.embedded_source``), so a bucket that receives no record still emits the null-padded rows
@@ -44,6 +45,7 @@ from .state import run_keyed
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
 SIDE, OK, ORD, BUCKET = "__side", "__ok", "__ord", "__bucket"  # ORD: arrival order in a bucket
+NULL_KEY = "__null_key"
 NEVER = np.iinfo(np.int64).max
 LEFT, RIGHT, TICK = 0, 1, 3  # within one record: left copy, right copy, then the batch's ticks
 
@@ -89,9 +91,9 @@ class StreamStreamJoin:
                 *[compile_expr(e).alias(k) for k, e in zip(keys, exprs)],
             )
             not_null = F.lit(True)
-            for k in keys:  # a record with a null join key is dropped
+            for k in keys:  # a record with a null join key is dropped (and counted in the operator's state)
                 not_null = not_null & F.col(k).isNotNull()
-            sides.append(prepared.where(not_null))
+            sides.append(prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null))
         data = sides[0].unionByName(sides[1], allowMissingColumns=True)
         data = data.withColumn(BUCKET, F.pmod(F.xxhash64(*keys), F.lit(ctx.time_buckets)).cast("int"))
         ticks = ctx.records.where(F.col("topic") == TICK_TOPIC).select(
@@ -113,10 +115,16 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
     stored_cols = [SIDE, OK, ORD, SEQ, ROWTIME, STREAM_TIME, "__pending", "__close"] + keys + left_payload + right_payload
 
     def process(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=stored_cols), "ord": 0}
+        saved = saved or {"store": pd.DataFrame(columns=stored_cols), "ord": 0, "dropped": {}}
+        null_key = rows[NULL_KEY].to_numpy(dtype=object) == True  # noqa: E712 - ticks carry None
+        dropped = saved.setdefault("dropped", {})
+        dropped["null_key"] = dropped.get("null_key", 0) + int(null_key.sum())
+        rows = rows[~null_key]
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable", na_position="last").reset_index(drop=True)
         rows[ORD] = saved["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
-        out, saved["store"] = _process_batch(w, saved["store"], rows, keys, left_payload, right_payload, key_ids, out_names)
+        out, saved["store"], late_dropped = _process_batch(w, saved["store"], rows, keys, left_payload, right_payload,
+                                                          key_ids, out_names)
+        dropped["late"] = dropped.get("late", 0) + late_dropped
         saved["ord"] += len(rows)
         return out, saved
 
@@ -166,7 +174,7 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
         keep = (new_store[ROWTIME].to_numpy(dtype=np.int64) >= horizon) | new_store["__pending"].to_numpy(dtype=bool)
         new_store = new_store[keep].reset_index(drop=True)
     result = pd.concat([o for o in out if len(o)], ignore_index=True) if any(len(o) for o in out) else pd.DataFrame(columns=out_names)
-    return result.reindex(columns=out_names), new_store
+    return result.reindex(columns=out_names), new_store, int((late & ~outer).sum())
 
 
 def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:

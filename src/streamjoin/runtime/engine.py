@@ -38,9 +38,16 @@ class RunningQuery:
     topic: str
     spark_query: StreamingQuery
     planned: PlannedQuery
+    checkpoint: str
 
     def process_all_available(self) -> None:
         self.spark_query.processAllAvailable()
+
+    def metrics(self) -> dict:
+        """Dropped-record counts and state size, read from the checkpoint (see ``runtime.metrics``)."""
+        from .metrics import query_metrics
+
+        return query_metrics(SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
 
     def stop(self) -> None:
         self.spark_query.stop()
@@ -144,7 +151,7 @@ class Engine:
             .outputMode("append")
         )
         query = writer.start()
-        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned)
+        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint)
 
 
 def _copy(catalog: Catalog) -> Catalog:
