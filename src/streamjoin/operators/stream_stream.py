@@ -143,8 +143,7 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     outer = np.where(side == LEFT, w.outer_left, w.outer_right)
     data["__close"] = close
     data["__pending"] = False
-    rows = data
-    fresh = rows[~late]
+    fresh = data[~late]
     candidates = _append(store, fresh)
     pairs = _pairs(w, fresh, candidates, store, keys)
 
@@ -155,9 +154,10 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     ]).groupby(level=0).min() if len(pairs) else pd.Series(dtype=np.int64)
     arrival_matched = fresh[ORD].map(first_match).eq(fresh[ORD]).to_numpy() if len(fresh) else np.array([], bool)
 
-    out = [_pair_rows(pairs, trigger, fresh, candidates, keys, left_payload, right_payload, key_ids)]
+    out = [_pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids)]
     # records of a preserved side that were late on arrival: null-padded at once
-    out.append(_padded(rows[late & outer], rows[late & outer][SEQ], 0, keys, left_payload, right_payload, key_ids))
+    late_outer = data[late & outer]
+    out.append(_padded(late_outer, late_outer[SEQ], 0, keys, left_payload, right_payload, key_ids))
     fresh_outer = np.where(fresh[SIDE].to_numpy() == LEFT, w.outer_left, w.outer_right) if len(fresh) else np.array([], bool)
     unmatched = fresh[fresh_outer & ~arrival_matched]
     if w.eager:
@@ -206,7 +206,7 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
     return pd.concat(found, ignore_index=True)
 
 
-def _pair_rows(pairs, trigger, fresh, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
+def _pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
     if not len(pairs):
         return pd.DataFrame()
     ords = candidates[ORD].to_numpy(np.int64)  # ascending: stored records, then this batch's, in arrival order
