@@ -11,9 +11,6 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
-_MISSING = object()
-
-
 def normalise(value: Any) -> Any:
     """A comparable form of a JSON value."""
     if isinstance(value, dict):

@@ -5,7 +5,7 @@ Names are looked up case-insensitively (``casefold``); each object keeps the spe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import StatementError
@@ -110,10 +110,6 @@ class Catalog:
         key = name.casefold()
         return any(d.pop(key, None) is not None for d in (self.sources, self.views, self.functions))
 
-    def with_source(self, info: SourceInfo) -> SourceInfo:
-        self.sources[info.name.casefold()] = info
-        return info
-
 
 def display_name(ident: ast.Ident, style: str) -> str:
     """How a name is shown: KSQL upper-cases unquoted identifiers; Flink and quoted names keep case."""
@@ -122,4 +118,4 @@ def display_name(ident: ast.Ident, style: str) -> str:
     return ident.text.upper()
 
 
-__all__ = ["Catalog", "ColumnInfo", "SourceInfo", "ViewInfo", "TemporalFunction", "display_name", "replace"]
+__all__ = ["Catalog", "ColumnInfo", "SourceInfo", "ViewInfo", "TemporalFunction", "display_name"]

@@ -4,7 +4,7 @@ Planning never touches Spark, so a whole script is planned (and validated) befor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import StatementError
@@ -145,4 +145,4 @@ def _columns_of(plan: PlanNode, style: str) -> tuple[ColumnInfo, ...]:
     return tuple(cols)
 
 
-__all__ = ["StatementPlanner", "PlannedStatement", "PlannedQuery", "replace"]
+__all__ = ["StatementPlanner", "PlannedStatement", "PlannedQuery"]
