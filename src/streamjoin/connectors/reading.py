@@ -5,9 +5,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..plan.catalog import SourceInfo
+from .json_format import JSON_READ_OPTIONS
 from .topic_store import TopicStore
 
-JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd[[ ]['T']HH:mm[:ss][.SSS][XXX]]"}
 
 
 def read_topic_batch(spark: SparkSession, root: str, info: SourceInfo) -> DataFrame:
@@ -17,7 +17,7 @@ def read_topic_batch(spark: SparkSession, root: str, info: SourceInfo) -> DataFr
     schema = ", ".join(f"`{c.name}` {c.type}" for c in info.columns if c.origin == "value") or "`__none` string"
     if df is None:
         return spark.createDataFrame([], f"ROWKEY string, {schema}, ROWTIME bigint")
-    parsed = F.from_json(F.col("value").cast("string"), schema, JSON_OPTIONS)
+    parsed = F.from_json(F.col("value").cast("string"), schema, JSON_READ_OPTIONS)
     return df.orderBy("seq").select(
         F.col("key").cast("string").alias("ROWKEY"), parsed.alias("v"), F.col("timestamp").alias("ROWTIME")
     ).select("ROWKEY", "v.*", "ROWTIME")

@@ -12,11 +12,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..connectors.json_format import JSON_READ_OPTIONS
+
 from ..errors import NotYetSupported
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Scan
 from .expressions import compile_expr
 
-JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd[[ ]['T']HH:mm[:ss][.SSS][XXX]]", "mode": "PERMISSIVE"}
 
 
 def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
@@ -26,7 +27,7 @@ def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
     df = records.where(F.col("topic") == F.lit(source.topic))
     value_cols = [c for c in source.columns if c.origin == "value"]
     value_schema = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
-    df = df.withColumn("__v", F.from_json(F.col("value").cast("string"), value_schema, JSON_OPTIONS))
+    df = df.withColumn("__v", F.from_json(F.col("value").cast("string"), value_schema, JSON_READ_OPTIONS))
     tombstone = F.col("value").isNull()
     if source.kind == "STREAM":
         df = df.where(F.col("value").isNotNull())
@@ -57,7 +58,7 @@ def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
 def _key_column(key_format: str, col, multi: bool) -> Column:
     text = F.col("key").cast("string")
     if key_format == "JSON" or multi:
-        parsed = F.from_json(text, f"`{col.name}` {col.type}", JSON_OPTIONS).getField(col.name)
-        scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_OPTIONS).getField("v")
+        parsed = F.from_json(text, f"`{col.name}` {col.type}", JSON_READ_OPTIONS).getField(col.name)
+        scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_READ_OPTIONS).getField("v")
         return F.when(text.startswith("{"), parsed).otherwise(scalar)
     return text.cast(col.type)

@@ -15,7 +15,7 @@ from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .joins import bind_join
 from .nodes import (
-    Aggregate, Field, Filter, Lateral, PlanNode, Project, Ref, Repartition, Scan,
+    Aggregate, Field, Filter, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
 from .scope import Scope, new_id
 
@@ -32,7 +32,7 @@ class Binder:
         select = pull_where_into_comma_joins(select)
         scope = self.bind_from(select.from_, windows)
         node = scope.node
-        style = style or _style_of(node)
+        style = style or naming_style(node)
         if select.where is not None:
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
@@ -88,7 +88,7 @@ class Binder:
         if isinstance(item, ast.Lateral):
             scope = self.bind_from(item.source, windows)
             array = self.bind_expr(item.expr, scope)
-            element = Field(item.alias.text, display_name(item.alias, _style_of(scope.node)), new_id(item.alias.text), "array-element")
+            element = Field(item.alias.text, display_name(item.alias, naming_style(scope.node)), new_id(item.alias.text), "array-element")
             node = scope.node
             lateral = Lateral(node.fields + (element,), node.kind, node.key, node.key_equivalents,
                               input=node, expr=array, element=element)
@@ -300,19 +300,9 @@ def _repartition(node: PlanNode, by: tuple[ast.Expr, ...], reason: str) -> PlanN
 
 
 def _with_scan_options(node: PlanNode, window, system_time) -> PlanNode:
-    scans = [n for n in _scans(node)]
+    scans = [n for n in walk(node) if isinstance(n, Scan)]
     if len(scans) != 1 or scans[0] is not node:
         raise NotYetSupported("an OVER window or FOR SYSTEM_TIME on a view with operators", issue=6)
     return replace(node, window=window, system_time=system_time)
 
 
-def _scans(node: PlanNode):
-    if isinstance(node, Scan):
-        yield node
-    for child in node.inputs:
-        yield from _scans(child)
-
-
-def _style_of(node: PlanNode) -> str:
-    styles = {s.source.style for s in _scans(node)}
-    return "flink" if styles == {"flink"} else "ksql"

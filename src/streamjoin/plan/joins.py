@@ -16,7 +16,7 @@ from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction
-from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan
+from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan, naming_style
 from .scope import Scope, new_id
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bo
         return "temporal-function"
     lwin, rwin = _window(left), _window(right)
     system_time = _system_time(right)
-    flink = _style(left) == "flink" and _style(right) == "flink"
+    flink = naming_style(left) == "flink" and naming_style(right) == "flink"
     if system_time is not None:
         return "temporal-proctime" if _is_proctime(system_time, left) else "temporal"
     if lwin is not None or rwin is not None:
@@ -202,14 +202,6 @@ def _window(node: PlanNode):
 def _system_time(node: PlanNode):
     scan = base_scan(node)
     return scan.system_time if scan is not None else None
-
-
-def _style(node: PlanNode) -> str:
-    scan = base_scan(node)
-    if scan is not None:
-        return scan.source.style
-    styles = {_style(c) for c in node.inputs}
-    return "flink" if styles == {"flink"} else "ksql"
 
 
 def _is_proctime(expr: ast.Expr, left: PlanNode) -> bool:

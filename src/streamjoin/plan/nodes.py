@@ -222,6 +222,13 @@ def base_scan(node: PlanNode) -> Optional[Scan]:
     return node
 
 
+def naming_style(node: PlanNode) -> str:
+    """'flink' when every input under ``node`` was declared with Flink DDL (names keep their case, every
+    column stays in the value), else 'ksql'."""
+    styles = {n.source.style for n in walk(node) if isinstance(n, Scan)}
+    return "flink" if styles == {"flink"} else "ksql"
+
+
 def walk(node: PlanNode):
     """Pre-order walk of a plan."""
     yield node
