@@ -6,10 +6,14 @@ row has one column per field id, plus ``_rowtime`` (event time, ms), ``_seq`` (i
 value are ignored (DIALECT §1).
 
 Formats: values in JSON (default); keys in KAFKA format (a single primitive written as text) or JSON.
+
+A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
+columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
+order; ``_seq`` is the line order, so the last line of a key wins when it is loaded as a table.
 """
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..connectors.json_format import JSON_READ_OPTIONS
@@ -62,3 +66,26 @@ def _key_column(key_format: str, col, multi: bool) -> Column:
         scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_READ_OPTIONS).getField("v")
         return F.when(text.startswith("{"), parsed).otherwise(scalar)
     return text.cast(col.type)
+
+
+def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
+    source = scan.source
+    schema = ", ".join(f"`{c.name}` {c.type}" for c in source.columns if c.computed is None)
+    fmt = source.value_format.lower()
+    if fmt == "json":
+        df = spark.read.schema(schema).options(**JSON_READ_OPTIONS).json(source.bounded_path)
+    elif fmt in ("csv", "delimited"):
+        df = spark.read.schema(schema).csv(source.bounded_path)
+    else:
+        raise NotYetSupported(f"a file source in format {source.value_format}", issue=7)
+    by_name = {f.name: f.id for f in scan.fields}
+    selected = [
+        (compile_expr(c.computed) if c.computed is not None else F.col(f"`{c.name}`")).alias(by_name[c.name])
+        for c in source.columns
+    ]
+    rowtime = F.lit(0).cast("bigint")
+    if source.timestamp_column:
+        ts = F.col(f"`{source.timestamp_column}`")
+        rowtime = F.unix_millis(ts) if source.column(source.timestamp_column).type.startswith("timestamp") else ts.cast("bigint")
+    return df.select(*selected, rowtime.alias(ROWTIME), F.monotonically_increasing_id().alias(SEQ),
+                     F.lit(0).cast("bigint").alias(SUB), F.lit(None).cast("bigint").alias(STREAM_TIME))

@@ -19,7 +19,7 @@ from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
 )
-from .decode import decode_scan
+from .decode import decode_scan, read_bounded
 from .expressions import compile_expr
 from .operator_table import operator_for
 
@@ -36,7 +36,8 @@ class SourceOptions:
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
-    topics = sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan)})
+    scans = [n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path]
+    topics = sorted({n.source.topic for n in scans})
     reader = (
         spark.readStream.format("streamjoin_topics")
         .option("root", opts.root)
@@ -46,7 +47,7 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
     if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
-        fields = {n.source.topic: n.source.timestamp_column for n in walk(plan) if isinstance(n, Scan)}
+        fields = {n.source.topic: n.source.timestamp_column for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
     return reader.load()
 
@@ -54,7 +55,7 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
 def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame:
     if isinstance(node, Scan):
         if node.source.bounded_path:
-            raise NotYetSupported("a table read from a file (static table)", issue=4)
+            return read_bounded(records.sparkSession, node)
         return decode_scan(records, node)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)

@@ -59,7 +59,8 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         )
     timestamp_column, watermark_delay = _event_time(stmt, props, columns, style)
     topic = props.get("kafka_topic") or props.get("topic")
-    path = props.get("path") if connector == "filesystem" else None
+    # a file path instead of a topic: a bounded source, loaded once at query start (a static table)
+    path = props.get("path") if connector == "filesystem" or topic is None else None
     if topic is None and path is None:
         topic = name
     return SourceInfo(
@@ -90,7 +91,7 @@ def _kind(stmt: ast.CreateSource, style: str, connector: str, changelog: Optiona
     if style != "flink":
         return stmt.kind
     # Flink: a table with a primary key on an upsert/changelog connector is a TABLE, anything else a STREAM.
-    if keys and (connector in UPSERT_CONNECTORS or changelog):
+    if keys and (connector in UPSERT_CONNECTORS or changelog or connector == "filesystem"):
         return "TABLE"
     return "STREAM"
 

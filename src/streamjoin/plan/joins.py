@@ -107,16 +107,19 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         kf = Field("", _key_name(l, r), new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
         key_fields.append(kf)
         equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)}))
+    key, key_equivalents = tuple(f.id for f in key_fields), tuple(equivalents)
     if shape == "table-table" and not _pairs_on_keys(pairs, left, right):
         shape = "foreign-key"
+        key, key_equivalents = _foreign_key_result_key(pairs, left, right, join_type, key, key_equivalents)
     system_time = _system_time(right)
     kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
     return Join(
-        fields + tuple(key_fields), kind, tuple(f.id for f in key_fields), tuple(equivalents),
+        fields + tuple(key_fields), kind, key, key_equivalents,
         left=left, right=right, join_type=join_type, shape=shape,
         left_side=JoinSide(tuple(p[0] for p in pairs), ex.conjoin(lf), _window(left)),
         right_side=JoinSide(tuple(p[1] for p in pairs), ex.conjoin(rf), _window(right)),
-        residual=ex.conjoin(residual), within=item.within, system_time=system_time, pos=item.pos,
+        residual=ex.conjoin(residual), within=item.within, system_time=system_time,
+        join_key=tuple(f.id for f in key_fields), pos=item.pos,
     )
 
 
@@ -167,11 +170,35 @@ def _key_pairs(left: PlanNode, right: PlanNode):
 
 
 def _pairs_on_keys(pairs, left: PlanNode, right: PlanNode) -> bool:
-    def on_key(exprs, node):
-        ids = [e.id for e in exprs if isinstance(e, Ref)]
-        return len(ids) == len(exprs) and set(ids) == set(node.key) and len(ids) == len(node.key)
+    return on_key([p[0] for p in pairs], left) and on_key([p[1] for p in pairs], right)
 
-    return bool(pairs) and on_key([p[0] for p in pairs], left) and on_key([p[1] for p in pairs], right)
+
+def foreign_key_sides(join: Join) -> tuple[str, str]:
+    """Which side of a foreign-key join is the child (joins on a non-key column) and which the parent
+    (joins on its whole primary key): ('right', 'left') or ('left', 'right')."""
+    if on_key(join.left_side.keys, join.left):
+        return "right", "left"
+    return "left", "right"
+
+
+def _foreign_key_result_key(pairs, left, right, join_type, join_key, join_key_equivalents):
+    """A foreign-key join's result is keyed by the child's primary key (ksqlDB); when the parent side is
+    preserved (RIGHT/FULL with the parent on that side) a parent without children needs a row of its
+    own, so the join key is added to the result key."""
+    parent_on_left = on_key([p[0] for p in pairs], left)
+    child = right if parent_on_left else left
+    if not (pairs and (parent_on_left or on_key([p[1] for p in pairs], right))):
+        return join_key, join_key_equivalents  # neither side on its key: refused by validation
+    parent_preserved = join_type == "FULL" or join_type == ("LEFT" if parent_on_left else "RIGHT")
+    key = tuple(child.key) + (join_key if parent_preserved else ())
+    equivalents = tuple(frozenset([k]) for k in child.key) + (join_key_equivalents if parent_preserved else ())
+    return key, equivalents
+
+
+def on_key(exprs, node: PlanNode) -> bool:
+    """Whether ``exprs`` are exactly ``node``'s key columns."""
+    ids = [e.id for e in exprs if isinstance(e, Ref)]
+    return bool(exprs) and len(ids) == len(exprs) and set(ids) == set(node.key) and len(ids) == len(node.key)
 
 
 def _common_names(left: PlanNode, right: PlanNode) -> list[str]:

@@ -140,6 +140,7 @@ class Join(PlanNode):
     within: Optional[ast.Within] = None
     system_time: Optional[ast.Expr] = None
     unsupported_terms: tuple[ast.Expr, ...] = ()  # ON terms no join can evaluate (refused by validation)
+    join_key: tuple[str, ...] = ()  # ids of the join-key fields (the result key, except in foreign-key joins)
     pos: ast.Pos = ast.NOWHERE
 
     @property

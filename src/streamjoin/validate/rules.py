@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..errors import StatementError
+from ..plan.joins import on_key
 from ..plan.nodes import Join, PlanNode, Ref, base_scan, expr_text, walk
 
 Rule = Callable[[Join], Optional[str]]
@@ -103,4 +104,25 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
         offending = ", ".join(expr_text(e) for e in table_keys if not (isinstance(e, Ref) and e.id in table.key))
         detail = f": {offending} is not the key" if offending else ""
         return f"a join with a table must match the table's primary key ({key}) in an equality{detail}"
+    return None
+
+
+@rule("table-table-on-key")
+def table_table_on_key(join: Join) -> Optional[str]:
+    if join.shape != "foreign-key":
+        return None
+    if on_key(join.left_side.keys, join.left) or on_key(join.right_side.keys, join.right):
+        return None
+    keys = " and ".join(", ".join(t.field(k).name for k in t.key) for t in (join.left, join.right))
+    return (f"a join between two tables must match the primary key of at least one of them ({keys}) in an "
+            "equality; the other side may use any column (a foreign-key join)")
+
+
+@rule("table-table-full-outer-filter")
+def table_table_full_outer_filter(join: Join) -> Optional[str]:
+    if join.shape in ("table-table", "foreign-key") and join.join_type == "FULL" and (
+        join.left_side.filter is not None or join.right_side.filter is not None
+    ):
+        return ("a FULL OUTER join of two tables cannot restrict matching with a one-input ON predicate "
+                "(two unmatched rows would share one key): move it to WHERE")
     return None

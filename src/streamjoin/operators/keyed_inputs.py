@@ -1,0 +1,83 @@
+"""Preparing a join's two inputs for a keyed operator, and small pandas helpers the operators share.
+
+Each side gets its join-key expressions evaluated into shared columns ``__k0..``, a side tag, whether the
+row may match (its one-input ON predicates hold and its key is not null), whether it deletes its key (a
+changelog tombstone), and a state bucket: a hash of the join key modulo the number of buckets. A bucket is
+the unit of operator state (``operators.state``): few buckets mean few state reads and writes per
+micro-batch, more buckets spread the work over more cores.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, IntegralType
+
+from ..lower.expressions import compile_expr
+from ..plan.nodes import TOMBSTONE
+from ..sql import ast
+
+SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
+
+
+def key_names(n: int) -> list[str]:
+    return [f"__k{i}" for i in range(n)]
+
+
+def payload(df: DataFrame) -> list[str]:
+    """The field columns of a lowered input (everything but metadata)."""
+    return [c for c in df.columns if not c.startswith("_")]
+
+
+def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filter: Optional[ast.Expr],
+             keys: Sequence[str]) -> DataFrame:
+    ok = F.coalesce(compile_expr(match_filter), F.lit(False)) if match_filter is not None else F.lit(True)
+    tombstone = F.coalesce(F.col(TOMBSTONE), F.lit(False)) if TOMBSTONE in df.columns else F.lit(False)
+    prepared = df.select("*", F.lit(side).alias(SIDE), ok.alias(OK), tombstone.alias(DELETE),
+                         *[compile_expr(e).alias(k) for k, e in zip(keys, key_exprs)])
+    if TOMBSTONE in df.columns:
+        prepared = prepared.drop(TOMBSTONE)
+    not_null = F.lit(True)
+    for k in keys:
+        not_null = not_null & F.col(k).isNotNull()
+    return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
+
+
+def bucketed(df: DataFrame, columns: Sequence[str], buckets: int) -> DataFrame:
+    return df.withColumn(BUCKET, F.pmod(F.xxhash64(*columns), F.lit(buckets)).cast("int"))
+
+
+def integral_columns(df: DataFrame, columns: Sequence[str]) -> list[str]:
+    """Columns of an integral Spark type: pandas hands them over as floats when a batch holds a null."""
+    types: dict[str, DataType] = {f.name: f.dataType for f in df.schema.fields}
+    return [c for c in columns if isinstance(types[c], IntegralType)]
+
+
+def restore_integers(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Turn float columns back into int64 once their nulls are gone, so keys compare and hash alike."""
+    for c in columns:
+        if c in frame.columns and frame[c].dtype.kind == "f" and not frame[c].isna().any():
+            frame[c] = frame[c].astype(np.int64)
+    return frame
+
+
+def key_index(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Index:
+    """The join key of every row as one index (a MultiIndex for composite keys), for lookups."""
+    if len(keys) == 1:
+        return pd.Index(frame[keys[0]].to_numpy())
+    return pd.MultiIndex.from_arrays([frame[k].to_numpy() for k in keys])
+
+
+def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """``values[positions]`` where ``present``, None elsewhere (positions may be -1 there)."""
+    picked = values[np.where(present, positions, 0)] if len(values) else np.full(len(positions), None, dtype=object)
+    return np.where(present, picked, None) if len(positions) else picked[:0]
+
+
+def count_dropped(saved: dict, reason: str, n: int) -> None:
+    """Add ``n`` to the operator's count of records dropped for ``reason`` (read by ``runtime.metrics``)."""
+    dropped = saved.setdefault("dropped", {})
+    dropped[reason] = dropped.get(reason, 0) + int(n)

@@ -1,0 +1,128 @@
+"""Stream-table join (KSQL, Lenses, SQLstream): each stream record looks up the table as of ingestion order.
+
+Semantics (DIALECT §3). A stream record joins the table row that holds its join key at the moment it is
+read: the latest change of that key earlier in ingestion order, unless that change deleted it (a
+tombstone) or fails the table's one-input ON predicates. Table changes emit nothing. INNER drops a stream
+record without a match; LEFT (and ``table RIGHT JOIN stream``) emits it with the table columns null.
+Output time is the stream record's. A stream record with a null join key is dropped and counted.
+
+Two lowerings:
+- The table is a changelog (a topic): both inputs are unioned and grouped by a hash bucket of the join
+  key (``operators.keyed_inputs``). In each bucket a micro-batch is sorted by ingestion order; every
+  stream record finds the latest earlier table change of its key in the same batch (a forward fill per
+  key), or else the stored table row. The stream side may join on any expression: the union is a Spark
+  shuffle on the expression's value, so the stream is repartitioned by it.
+- The table is bounded (a file, SQLstream's static table): it is read once at query start and joined with
+  Spark's native stream-static hash join; nothing is kept in streaming state.
+
+State (changelog table only; per bucket, one pickled value in Spark's state store): the live table rows —
+join key and the table's columns — and the count of stream records dropped for a null key. A tombstone,
+or a change that fails the table's ON predicates, removes its key at once; nothing else is purged (a table
+holds every live key, as in ksqlDB).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
+from .base import LoweringContext
+from .keyed_inputs import (
+    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
+    restore_integers, tag_side, take,
+)
+from .state import run_keyed
+
+STREAM, TABLE = 0, 1  # sort order within one record: a stream record looks up before its own table copy
+
+
+class StreamTableJoin:
+    def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
+        if join.left.kind == "STREAM":
+            stream, stream_side, table, table_side = left, join.left_side, right, join.right_side
+        else:  # table RIGHT JOIN stream is stream LEFT JOIN table
+            stream, stream_side, table, table_side = right, join.right_side, left, join.left_side
+        outer = join.join_type in ("LEFT", "RIGHT")
+        keys = key_names(len(join.key))
+        s = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys)
+        t = tag_side(table, TABLE, table_side.keys, table_side.filter, keys)
+        if not table.isStreaming:
+            return _static_join(join, s, t, keys, outer)
+        stream_cols, table_cols = payload(stream), payload(table)
+        data = bucketed(s.unionByName(t, allowMissingColumns=True), keys, ctx.time_buckets)
+        types = {f.name: f.dataType for f in data.schema.fields}
+        schema = StructType(
+            [StructField(c, types[c]) for c in stream_cols + table_cols]
+            + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
+            + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+        )
+        step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key), outer)
+        return run_keyed(data, [BUCKET], step, schema)
+
+
+def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool):
+    def step(saved, rows: pd.DataFrame):
+        saved = saved or {"store": pd.DataFrame(columns=keys + table_cols), "dropped": {}}
+        null_key = rows[NULL_KEY].to_numpy(dtype=bool)
+        count_dropped(saved, "null_key", (null_key & (rows[SIDE].to_numpy() == STREAM)).sum())
+        rows = restore_integers(rows[~null_key], integral_keys)
+        rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
+        store = saved["store"]
+        out = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
+        saved["store"] = _apply_changes(store, rows[rows[SIDE] == TABLE], keys, table_cols)
+        return out, saved
+
+    return step
+
+
+def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> pd.DataFrame:
+    is_table = (rows[SIDE] == TABLE).to_numpy()
+    position = np.where(is_table, np.arange(len(rows)), np.nan)
+    latest = pd.Series(position).groupby([rows[k] for k in keys], sort=False).ffill().to_numpy()
+    stream = ~is_table
+    recs = rows[stream].reset_index(drop=True)
+    in_batch = ~np.isnan(latest[stream])
+    batch_pos = np.where(in_batch, latest[stream], 0).astype(np.int64)
+    live = (rows[OK].to_numpy(dtype=bool) & ~rows[DELETE].to_numpy(dtype=bool))[batch_pos] & in_batch
+    stored_pos = key_index(store, keys).get_indexer(key_index(recs, keys)) if len(store) else np.full(len(recs), -1)
+    from_store = ~in_batch & (stored_pos >= 0)
+    matched = recs[OK].to_numpy(dtype=bool) & (live | from_store)
+    out = pd.DataFrame({c: recs[c].to_numpy() for c in stream_cols})
+    for c in table_cols:
+        value = np.where(in_batch, take(rows[c].to_numpy(), batch_pos, in_batch), take(store[c].to_numpy(), stored_pos, from_store))
+        out[c] = np.where(matched, value, None)
+    for jk, k in zip(key_ids, keys):
+        out[jk] = recs[k].to_numpy()
+    for c in (ROWTIME, SEQ, SUB, STREAM_TIME):
+        out[c] = recs[c].to_numpy()
+    return out if outer else out[matched].reset_index(drop=True)
+
+
+def _apply_changes(store: pd.DataFrame, changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
+    """The table after this batch's changes: the last change per key wins; a deletion removes the key."""
+    if not len(changes):
+        return store
+    last = changes.drop_duplicates(keys, keep="last")
+    alive = last[last[OK].to_numpy(dtype=bool) & ~last[DELETE].to_numpy(dtype=bool)][keys + table_cols]
+    kept = store[~key_index(store, keys).isin(key_index(last, keys))] if len(store) else store
+    return pd.concat([kept, alive], ignore_index=True) if len(kept) else alive.reset_index(drop=True)
+
+
+def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: bool) -> DataFrame:
+    """Spark's stream-static hash join against a bounded table, loaded once (the last row per key wins)."""
+    latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
+    live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
+    table_cols = payload(table)
+    renamed = live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys])
+    condition = F.col(OK)
+    for k in keys:
+        condition = condition & (F.col(k) == F.col(f"__t{k}"))
+    joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
+    meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
+    return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)
+
+
+OPERATOR = StreamTableJoin()
