@@ -100,8 +100,10 @@ def _scalar(v: Any) -> Any:
 
 class AggregateOperator:
     def lower(self, node: Aggregate, df: DataFrame) -> DataFrame:
-        if "_tombstone" in df.columns:
-            raise NotYetSupported("GROUP BY over a table (a changelog)", issue=4)
+        if node.input.kind == "TABLE":  # a changelog: each row counts once, in its current group
+            from .table_aggregate import OPERATOR as TABLE_AGGREGATE
+
+            return TABLE_AGGREGATE.lower(node, df)
         groups = [(f.id, e) for f, e in node.groups]
 
         arg_cols, specs = [], []

@@ -54,9 +54,9 @@ class ForeignKeyJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         child_on = foreign_key_sides(join)[0]
         if child_on == "left":
-            child, child_side, child_node, parent, parent_side = left, join.left_side, join.left, right, join.right_side
+            child, child_side, child_node, parent, parent_side, parent_node = left, join.left_side, join.left, right, join.right_side, join.right
         else:
-            child, child_side, child_node, parent, parent_side = right, join.right_side, join.right, left, join.left_side
+            child, child_side, child_node, parent, parent_side, parent_node = right, join.right_side, join.right, left, join.left_side, join.left
         preserved = {"INNER": (), "LEFT": ("left",), "RIGHT": ("right",), "FULL": ("left", "right")}[join.join_type]
         child_outer, parent_outer = child_on in preserved, (("right" if child_on == "left" else "left") in preserved)
         keys = key_names(len(join.join_key))
@@ -71,7 +71,7 @@ class ForeignKeyJoin:
         integral = integral_columns(children, child_key + keys)
         events = run_keyed(children, [BUCKET], _subscribe_step(child_key, keys, child_cols, integral), event_schema)
 
-        parents = tag_side(parent, 1, parent_side.keys, parent_side.filter, keys).withColumn(EVENT, F.lit(PARENT_CHANGE))
+        parents = tag_side(parent, 1, parent_side.keys, parent_side.filter, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
         both = bucketed(events.unionByName(parents, allowMissingColumns=True), keys, buckets)
         types.update({f.name: f.dataType for f in both.schema.fields})
         result_schema = StructType(

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType
 
 from ..lower.expressions import compile_expr
-from ..plan.nodes import TOMBSTONE
+from ..plan.nodes import TOMBSTONE, PlanNode, Ref
 from ..sql import ast
 
 SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
@@ -33,7 +33,11 @@ def payload(df: DataFrame) -> list[str]:
 
 
 def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filter: Optional[ast.Expr],
-             keys: Sequence[str]) -> DataFrame:
+             keys: Sequence[str], node: Optional[PlanNode] = None) -> DataFrame:
+    """``node``: the plan node ``df`` lowers; a join-key column known to equal one of its key columns is
+    read from the key column itself, which a tombstone carries too."""
+    if node is not None:
+        key_exprs = [canonical_key(e, node) for e in key_exprs]
     ok = F.coalesce(compile_expr(match_filter), F.lit(False)) if match_filter is not None else F.lit(True)
     tombstone = F.coalesce(F.col(TOMBSTONE), F.lit(False)) if TOMBSTONE in df.columns else F.lit(False)
     prepared = df.select("*", F.lit(side).alias(SIDE), ok.alias(OK), tombstone.alias(DELETE),
@@ -44,6 +48,14 @@ def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filt
     for k in keys:
         not_null = not_null & F.col(k).isNotNull()
     return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
+
+
+def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
+    if isinstance(e, Ref):
+        for i, k in enumerate(node.key):
+            if i < len(node.key_equivalents) and e.id in node.key_equivalents[i]:
+                return Ref(k, e.type, e.name)
+    return e
 
 
 def bucketed(df: DataFrame, columns: Sequence[str], buckets: int) -> DataFrame:

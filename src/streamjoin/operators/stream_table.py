@@ -43,12 +43,14 @@ class StreamTableJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         if join.left.kind == "STREAM":
             stream, stream_side, table, table_side = left, join.left_side, right, join.right_side
+            stream_node, table_node = join.left, join.right
         else:  # table RIGHT JOIN stream is stream LEFT JOIN table
             stream, stream_side, table, table_side = right, join.right_side, left, join.left_side
+            stream_node, table_node = join.right, join.left
         outer = join.join_type in ("LEFT", "RIGHT")
         keys = key_names(len(join.key))
-        s = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys)
-        t = tag_side(table, TABLE, table_side.keys, table_side.filter, keys)
+        s = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys, stream_node)
+        t = tag_side(table, TABLE, table_side.keys, table_side.filter, keys, table_node)
         if not table.isStreaming:
             return _static_join(join, s, t, keys, outer)
         stream_cols, table_cols = payload(stream), payload(table)

@@ -196,9 +196,19 @@ def _foreign_key_result_key(pairs, left, right, join_type, join_key, join_key_eq
 
 
 def on_key(exprs, node: PlanNode) -> bool:
-    """Whether ``exprs`` are exactly ``node``'s key columns."""
-    ids = [e.id for e in exprs if isinstance(e, Ref)]
-    return bool(exprs) and len(ids) == len(exprs) and set(ids) == set(node.key) and len(ids) == len(node.key)
+    """Whether ``exprs`` are exactly ``node``'s key columns (or columns known to equal them), each once."""
+    if not exprs or len(exprs) != len(node.key):
+        return False
+    positions = set()
+    for e in exprs:
+        if not isinstance(e, Ref):
+            return False
+        hits = [i for i, k in enumerate(node.key)
+                if e.id == k or (i < len(node.key_equivalents) and e.id in node.key_equivalents[i])]
+        if not hits:
+            return False
+        positions.add(hits[0])
+    return len(positions) == len(node.key)
 
 
 def _common_names(left: PlanNode, right: PlanNode) -> list[str]:

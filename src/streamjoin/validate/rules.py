@@ -98,8 +98,7 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
     scan = base_scan(table)
     if join.shape == "stream-table" and scan is not None and scan.source.kind == "STREAM":
         return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
-    used = {e.id for e in table_keys if isinstance(e, Ref)}
-    if not set(table.key) <= used or len(used) != len(table_keys):
+    if not on_key(table_keys, table):
         key = ", ".join(table.field(k).name for k in table.key)
         offending = ", ".join(expr_text(e) for e in table_keys if not (isinstance(e, Ref) and e.id in table.key))
         detail = f": {offending} is not the key" if offending else ""
