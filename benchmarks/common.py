@@ -33,3 +33,46 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None)
         "state_rows_max": state_rows(checkpoint, len(progress)) if state_rows else native_state,
         "ms_by_phase": breakdown,
     }
+
+
+def streamjoin_query(spark, sql: str, root: str, per_batch: int) -> DataFrame:
+    """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
+    reading the embedded topics under ``root`` ``per_batch`` records at a time."""
+    from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
+    from streamjoin.lower.operator_table import check_supported
+    from streamjoin.lower.sink import encode
+    from streamjoin.operators.base import LoweringContext
+    from streamjoin.plan.catalog import Catalog
+    from streamjoin.plan.statements import StatementPlanner
+    from streamjoin.sql import parse_script
+
+    planner = StatementPlanner(Catalog(), check_operators=check_supported)
+    planned = [planner.plan(item) for item in parse_script(sql)][-1].query
+    options = SourceOptions(root, per_batch)
+    ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets)
+    records = read_inputs(spark, planned.plan, options)
+    return encode(planned.plan, lower(planned.plan.input, records, ctx))
+
+
+def pickled_state_rows(checkpoint: str, batches: int) -> int:
+    """Peak number of rows held in streamjoin operator state (``store`` of every pickled state value)."""
+    import pickle
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    peak = 0
+    for batch_id in range(batches):
+        try:
+            rows = (spark.read.format("statestore").option("batchId", batch_id).option("stateVarName", "state")
+                    .load(checkpoint).select("value.value").collect())
+        except Exception:  # noqa: BLE001 - a batch without state
+            continue
+        peak = max(peak, sum(_rows_of(pickle.loads(r[0])) for r in rows if r[0] is not None))
+    return peak
+
+
+def _rows_of(state) -> int:
+    if isinstance(state, dict):
+        return state.get("rows", len(state.get("store", ())))
+    return 0

@@ -4,13 +4,12 @@ Both read the same embedded topics through the same source; both write to the no
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import tempfile
 
 import numpy as np
 
-from common import session, time_query
+from common import pickled_state_rows, session, streamjoin_query, time_query
 
 KEYS = 100_000
 STEP_MS = 10  # event time advances 10 ms per record and side: a 5-minute window holds ~30k records a side
@@ -42,22 +41,6 @@ def generate(root: str, rows: int) -> None:
         store.append(batch)
 
 
-def _state_rows(checkpoint: str, batches: int) -> int:
-    """Peak number of stored records across the join's state buckets (read from Spark's state store)."""
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    peak = 0
-    for batch_id in range(batches):
-        try:
-            rows = (spark.read.format("statestore").option("batchId", batch_id).option("stateVarName", "state")
-                    .load(checkpoint).select("value.value").collect())
-        except Exception:  # noqa: BLE001 - a batch without state
-            continue
-        peak = max(peak, sum(len(pickle.loads(r[0])["store"]) for r in rows if r[0] is not None))
-    return peak
-
-
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
     """Warm up (Python workers, JIT) on a small data set, then time every variant on the real one."""
     _run_variants(rows=min(rows, 20_000), batches=2, only=["spark-native-inner", "streamjoin-inner"])
@@ -66,14 +49,6 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
     from pyspark.sql import functions as F
-
-    from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
-    from streamjoin.lower.operator_table import check_supported
-    from streamjoin.lower.sink import encode
-    from streamjoin.operators.base import LoweringContext
-    from streamjoin.plan.catalog import Catalog
-    from streamjoin.plan.statements import StatementPlanner
-    from streamjoin.sql import parse_script
 
     spark = session()
     work = tempfile.mkdtemp(prefix="sjbench-")
@@ -99,12 +74,7 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
         name = f"streamjoin-{kind.lower()}"
         if only and name not in only:
             continue
-        planner = StatementPlanner(Catalog(), check_operators=check_supported)
-        planned = [planner.plan(item) for item in parse_script(DDL + JOIN.format(kind=kind))][-1].query
-        options = SourceOptions(root, per_batch)
-        ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets)
-        records = read_inputs(spark, planned.plan, options)
-        df = encode(planned.plan, lower(planned.plan.input, records, ctx))
-        results[name] = time_query(df, os.path.join(work, f"ck-{kind}"), 2 * rows, _state_rows)
+        df = streamjoin_query(spark, DDL + JOIN.format(kind=kind), root, per_batch)
+        results[name] = time_query(df, os.path.join(work, f"ck-{kind}"), 2 * rows, pickled_state_rows)
     shutil.rmtree(work, ignore_errors=True)
     return results

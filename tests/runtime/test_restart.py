@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from streamjoin.conformance.runner import produce_inputs
 from streamjoin.connectors.topic_store import TopicStore
 
-SCRIPT = """
+STREAMS_SCRIPT = """
 CREATE STREAM batched (k STRING KEY, meter_id INT, readings ARRAY<INT>) WITH (kafka_topic='batched', value_format='JSON');
 INSERT INTO readings SELECT STREAM meter_id, reading FROM batched LATERAL readings AS reading WHERE reading > 50;
 CREATE STREAM rekeyed AS SELECT * FROM batched PARTITION BY meter_id;
@@ -20,12 +22,31 @@ CREATE STREAM other (k STRING KEY, meter_id INT, x INT) WITH (kafka_topic='other
 CREATE STREAM joined AS SELECT b.meter_id AS meter_id, b.readings, o.x FROM batched b
   FULL OUTER JOIN other o WITHIN 3 MILLISECONDS GRACE PERIOD 2 MILLISECONDS ON b.meter_id = o.meter_id;
 """
-INPUTS = [
+STREAMS_INPUTS = [
     {"topic": "batched", "key": f"m{i % 7}", "timestamp": i, "value": {"METER_ID": i % 5, "READINGS": [i % 97, 60, i % 13]}}
     for i in range(60)
 ] + [{"topic": "other", "key": f"o{i}", "timestamp": i + 1, "value": {"METER_ID": i % 6, "X": i}} for i in range(0, 60, 2)]
-INPUTS.sort(key=lambda r: r["timestamp"])
-SINKS = ("readings", "REKEYED", "JOINED")
+
+TABLES_SCRIPT = """
+CREATE STREAM clicks (k INT KEY, user_id INT, n INT) WITH (kafka_topic='clicks', value_format='JSON');
+CREATE TABLE users (id INT PRIMARY KEY, team INT, name STRING) WITH (kafka_topic='users', value_format='JSON');
+CREATE TABLE teams (id INT PRIMARY KEY, title STRING) WITH (kafka_topic='teams', value_format='JSON');
+CREATE STREAM enriched AS SELECT c.n, u.name FROM clicks c LEFT JOIN users u ON c.user_id = u.id;
+CREATE TABLE members AS SELECT u.id AS id, u.name, t.title FROM users u JOIN teams t ON u.team = t.id;
+CREATE TABLE per_team AS SELECT t.title AS title, COUNT(*) AS n FROM users u JOIN teams t ON u.team = t.id GROUP BY t.title;
+CREATE TABLE pairs AS SELECT u.id AS id, u.name, x.title FROM users u FULL OUTER JOIN teams x ON u.id = x.id;
+"""
+TABLES_INPUTS = [
+    {"topic": "users", "key": i % 20, "timestamp": i,
+     "value": None if i % 11 == 10 else {"TEAM": (i // 3) % 5, "NAME": f"u{i}"}} for i in range(0, 90, 2)
+] + [{"topic": "teams", "key": i % 5, "timestamp": i, "value": None if i % 17 == 0 else {"TITLE": f"t{i}"}}
+     for i in range(1, 90, 6)
+] + [{"topic": "clicks", "key": i, "timestamp": i, "value": {"USER_ID": i % 23, "N": i}} for i in range(3, 90, 2)]
+
+SCENARIOS = {
+    "streams": (STREAMS_SCRIPT, STREAMS_INPUTS, ("readings", "REKEYED", "JOINED")),
+    "tables": (TABLES_SCRIPT, TABLES_INPUTS, ("ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS")),
+}
 
 
 def _run(home, script, *extra):
@@ -33,36 +54,39 @@ def _run(home, script, *extra):
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _outputs(home):
+def _outputs(home, sinks):
     store = TopicStore(os.path.join(home, "topics"))
-    return {t: [(r.key, r.value, r.timestamp) for r in store.records(t)] for t in SINKS}
+    return {t: [(r.key, r.value, r.timestamp) for r in store.records(t)] for t in sinks}
 
 
-def _prepare(home, script_path):
-    script_path.write_text(SCRIPT)
-    produce_inputs(TopicStore(os.path.join(home, "topics")), INPUTS)
+def _prepare(home, script_path, text, inputs):
+    script_path.write_text(text)
+    produce_inputs(TopicStore(os.path.join(home, "topics")), sorted(inputs, key=lambda r: r["timestamp"]))
 
 
-def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path, scenario):
+    text, inputs, sinks = SCENARIOS[scenario]
+    first = sinks[0]
     script = tmp_path / "app.sql"
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
-    _prepare(reference, script)
-    _prepare(crashed, script)
+    _prepare(reference, script, text, inputs)
+    _prepare(crashed, script, text, inputs)
     assert _run(reference, script, "--once").wait(timeout=300) == 0
-    expected = _outputs(reference)
-    assert all(expected[t] for t in SINKS)
+    expected = _outputs(reference, sinks)
+    assert all(expected[t] for t in sinks)
 
     proc = _run(crashed, script)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        partial = _outputs(crashed)
-        if 0 < len(partial["readings"]) < len(expected["readings"]) // 2:
+        partial = _outputs(crashed, sinks)
+        if 0 < len(partial[first]) < len(expected[first]) // 2:
             break
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    partial = _outputs(crashed)
-    assert len(partial["readings"]) < len(expected["readings"]), "the kill came too late to test anything"
+    partial = _outputs(crashed, sinks)
+    assert len(partial[first]) < len(expected[first]), "the kill came too late to test anything"
 
     assert _run(crashed, script, "--once").wait(timeout=300) == 0
-    assert _outputs(crashed) == expected
+    assert _outputs(crashed, sinks) == expected

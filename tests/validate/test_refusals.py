@@ -13,6 +13,7 @@ CREATE STREAM L (ID INT KEY, V STRING, X INT) WITH (kafka_topic='left', value_fo
 CREATE STREAM R (ID INT KEY, V STRING, X INT) WITH (kafka_topic='right', value_format='JSON');
 CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', value_format='JSON');
 CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
+CREATE TABLE F (ID INT PRIMARY KEY, N STRING) WITH (path='/data/f.json', value_format='JSON');
 """
 
 # (name, query, rule, text the message must contain)
@@ -44,6 +45,13 @@ REFUSED = [
      "aggregate-in-where", "WHERE"),
     ("non-grouped column", "CREATE TABLE C AS SELECT X, COUNT(*) FROM L GROUP BY V;", "non-grouped-column", "GROUP BY"),
     ("duplicate name", "CREATE STREAM L (A INT) WITH (kafka_topic='x', value_format='JSON');", "duplicate-name", "exists"),
+    ("table-table on no primary key", "CREATE TABLE J AS SELECT T.V FROM T JOIN U ON T.V = U.W;",
+     "table-table-on-key", "primary key"),
+    ("FULL table-table with a one-input ON predicate",
+     "CREATE TABLE J AS SELECT T.ID AS ID, U.W FROM T FULL OUTER JOIN U ON T.ID = U.ID AND U.W <> 'x';",
+     "table-table-full-outer-filter", "WHERE"),
+    ("a table from a file joined to a table", "CREATE TABLE J AS SELECT T.V, F.N FROM T JOIN F ON T.ID = F.ID;",
+     "static-table-use", "file"),
 ]
 
 
@@ -69,6 +77,10 @@ ACCEPTED = [
     "CREATE TABLE J AS SELECT T.ID AS ID, T.V, U.W FROM T FULL OUTER JOIN U ON T.ID = U.ID;",
     "CREATE TABLE C AS SELECT V, COUNT(*) AS N FROM L GROUP BY V HAVING COUNT(*) > 1;",
     "CREATE STREAM P AS SELECT * FROM L PARTITION BY V;",
+    "CREATE STREAM J AS SELECT L.V, F.N FROM L JOIN F ON L.ID = F.ID;",
+    "CREATE TABLE J AS SELECT T.ID AS ID, U.W FROM T JOIN U ON T.X = U.ID;",
+    "CREATE TABLE J AS SELECT U.ID AS ID, T.V FROM U RIGHT JOIN T ON T.X = U.ID;",
+    "CREATE TABLE G AS SELECT U.W AS W, COUNT(*) AS N FROM T JOIN U ON T.ID = U.ID GROUP BY U.W;",
 ]
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .catalog import SourceInfo
-from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
+from .nodes import Aggregate, Join, PlanNode, Repartition, Scan, Sink, walk
 
 
 def explain_text(plan: PlanNode) -> str:
@@ -30,7 +30,9 @@ def _physical(plan: PlanNode) -> list[str]:
         node = stack.pop()
         if isinstance(node, Repartition):
             out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
-        if isinstance(node, Join):
+        if isinstance(node, Join) and _bounded(node):
+            out.append("Broadcast hash join of the stream with the table loaded once from its file (stream-static: no state)")
+        elif isinstance(node, Join):
             entry = OPERATORS.get(node.shape)
             module = f"operators.{entry.module}" if entry else "?"
             out.append(f"Repartition both inputs by the join key; operator {module} ({node.shape}), state keyed by join key")
@@ -40,6 +42,10 @@ def _physical(plan: PlanNode) -> list[str]:
             out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
         stack.extend(node.inputs)
     return out
+
+
+def _bounded(join: Join) -> bool:
+    return any(isinstance(n, Scan) and n.source.bounded_path for side in join.inputs for n in walk(side))
 
 
 def describe_text(info: SourceInfo) -> str:

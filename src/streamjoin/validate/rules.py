@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from ..errors import StatementError
 from ..plan.joins import on_key
-from ..plan.nodes import Join, PlanNode, Ref, base_scan, expr_text, walk
+from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, walk
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -31,6 +31,23 @@ def validate(plan: PlanNode) -> None:
             message = check(join)
             if message:
                 raise StatementError(message, rule=name, pos=join.pos)
+    _check_static_tables(plan, joins)
+
+
+def _check_static_tables(plan: PlanNode, joins: list[Join]) -> None:
+    """A source read from a file is a static table: it may only be the table side of a stream-table join."""
+    allowed = set()
+    for join in joins:
+        if join.shape == "stream-table":
+            table = join.right if join.right.kind == "TABLE" else join.left
+            scan = base_scan(table)
+            if scan is not None:
+                allowed.add(id(scan))
+    for node in walk(plan):
+        if isinstance(node, Scan) and node.source.bounded_path and id(node) not in allowed:
+            raise StatementError(
+                f"{node.source.name} is read from a file ({node.source.bounded_path}): such a static table can only be "
+                "joined to a stream, as the table side of a stream-table join", rule="static-table-use")
 
 
 def _kinds(join: Join) -> tuple[str, str]:

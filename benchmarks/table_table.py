@@ -1,0 +1,60 @@
+"""Table-table join: two changelogs of N updates each over 100k keys, 5% of them tombstones, interleaved in
+ingestion order. Spark has no changelog join to compare with, so the reference (ratio 1.0) is streamjoin's
+own stream-table join (changelog table) on N stream records, run in the same process. Rows/s count input
+changes of both tables; state rows are the table rows held at the peak."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+import stream_table
+from common import pickled_state_rows, session, streamjoin_query, time_query
+
+KEYS = 100_000
+TOMBSTONE_RATE = 0.05
+DDL = """
+CREATE TABLE L (ID INT PRIMARY KEY, A BIGINT) WITH (kafka_topic='left', value_format='JSON');
+CREATE TABLE R (ID INT PRIMARY KEY, B BIGINT) WITH (kafka_topic='right', value_format='JSON');
+"""
+JOIN = "CREATE TABLE J AS SELECT L.ID AS ID, L.A, R.B FROM L {kind} JOIN R ON L.ID = R.ID;"
+
+
+def generate(root: str, rows: int) -> None:
+    from streamjoin.connectors.topic_store import Record, TopicStore
+
+    store = TopicStore(root)
+    rng = np.random.default_rng(5)
+    chunk = 50_000
+    for start in range(0, rows, chunk):
+        n = min(chunk, rows - start)
+        batch = []
+        for topic, field in (("left", "A"), ("right", "B")):
+            keys = rng.integers(0, KEYS, n)
+            deletes = rng.random(n) < TOMBSTONE_RATE
+            batch.append((topic, [Record(str(k).encode(), None if d else f'{{"{field}":{i}}}'.encode(), i)
+                                  for k, d, i in zip(keys, deletes, range(start, start + n))]))
+        store.append(batch)
+
+
+def run(*, rows: int, batches: int, only: list[str]) -> dict:
+    stream_table.run(rows=20_000, batches=2, only=["streamjoin-changelog"])  # warm-up
+    results = {}
+    if not only or "stream-table-reference" in only:
+        ref = stream_table._run_variants(rows=rows, batches=batches, only=["streamjoin-changelog"])["streamjoin-changelog"]
+        results["stream-table-reference"] = dict(ref, baseline=True)
+    spark = session()
+    work = tempfile.mkdtemp(prefix="sjbench-")
+    root = os.path.join(work, "topics")
+    generate(root, rows)
+    per_batch = max(1, (2 * rows) // batches)
+    for kind in ("INNER", "FULL"):
+        name = f"streamjoin-{kind.lower()}"
+        if only and name not in only:
+            continue
+        df = streamjoin_query(spark, DDL + JOIN.format(kind=kind), root, per_batch)
+        results[name] = time_query(df, os.path.join(work, f"ck-{kind}"), 2 * rows, pickled_state_rows)
+    shutil.rmtree(work, ignore_errors=True)
+    return results

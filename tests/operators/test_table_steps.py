@@ -1,0 +1,91 @@
+"""The table operators' per-bucket steps, driven directly with pandas frames (no Spark): random changelogs
+cut into micro-batches at random places give the output of one batch, and deleted keys leave no state."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from streamjoin.operators import stream_table, table_table
+from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE
+from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE
+
+
+def changelog(seed: int, n: int = 60, keys: int = 4, stream_side=None):
+    """Random changes on side 0/1 over a few keys; a third of the table changes are tombstones."""
+    rng = random.Random(seed)
+    rows = []
+    for seq in range(1, n + 1):
+        side = rng.randint(0, 1)
+        key = rng.randint(0, keys - 1)
+        delete = side != stream_side and rng.random() < 0.33
+        rows.append({SIDE: side, "__k0": key, "lv": None if side or delete else f"l{seq}", "rv": None if not side or delete else f"r{seq}",
+                     OK: True, DELETE: delete, NULL_KEY: False, ROWTIME: rng.randint(0, 100), SEQ: seq, SUB: 0,
+                     STREAM_TIME: 100, BUCKET: 0})
+    return pd.DataFrame(rows)
+
+
+def run(step, frame: pd.DataFrame, cuts: list[int]):
+    state, out = None, []
+    for lo, hi in zip([0] + cuts, cuts + [len(frame)]):
+        result, state = step(state, frame.iloc[lo:hi].reset_index(drop=True))
+        out.append(result)
+    out = pd.concat(out, ignore_index=True).sort_values([SEQ, SUB], kind="stable")
+    return [tuple(None if pd.isna(v) else v for v in row) for row in out.itertuples(index=False, name=None)], state
+
+
+@pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL"])
+@pytest.mark.parametrize("seed", range(5))
+def test_table_table_output_does_not_depend_on_batch_cuts(join_type, seed):
+    outer = (join_type in ("LEFT", "FULL"), join_type in ("RIGHT", "FULL"))
+    step = table_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], outer)
+    frame = changelog(seed)
+    whole, state = run(step, frame, [])
+    rng = random.Random(seed)
+    for _ in range(5):
+        cuts = sorted(rng.sample(range(1, len(frame)), rng.randint(1, 10)))
+        assert run(step, frame, cuts)[0] == whole
+    assert run(step, frame, list(range(1, len(frame))))[0] == whole
+
+
+def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
+    step = table_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], (False, False))
+    frame = pd.DataFrame([
+        {SIDE: 0, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 1, SEQ: 1},  # a key never seen
+        {SIDE: 0, "__k0": 1, "lv": "a", "rv": None, DELETE: False, ROWTIME: 2, SEQ: 2},
+        {SIDE: 1, "__k0": 1, "lv": None, "rv": "b", DELETE: False, ROWTIME: 3, SEQ: 3},
+        {SIDE: 1, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 4, SEQ: 4},
+        {SIDE: 0, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 5, SEQ: 5},
+    ]).assign(**{OK: True, NULL_KEY: False, SUB: 0, STREAM_TIME: 5, BUCKET: 0})
+    out, state = run(step, frame, [2])
+    assert [(r[0], r[1], r[-1]) for r in out] == [("a", "b", False), (None, None, True)]
+    assert len(state["store"]) == 0
+
+
+@pytest.mark.parametrize("outer", [False, True])
+@pytest.mark.parametrize("seed", range(5))
+def test_stream_table_output_does_not_depend_on_batch_cuts(outer, seed):
+    step = stream_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], outer)
+    frame = changelog(seed, stream_side=stream_table.STREAM)
+    whole, _ = run(step, frame, [])
+    assert whole, "the random changelog produced no output: nothing is being tested"
+    assert run(step, frame, list(range(1, len(frame))))[0] == whole
+    assert run(step, frame, [len(frame) // 2])[0] == whole
+
+
+def test_stream_table_lookup_is_as_of_ingestion_order_not_time():
+    step = stream_table._bucket_step(["__k0"], ["__k0"], ["sv"], ["tv"], ["jk"], True)
+    frame = pd.DataFrame([
+        {SIDE: stream_table.TABLE, "__k0": 1, "tv": "old", ROWTIME: 50, SEQ: 1, DELETE: False},
+        {SIDE: stream_table.STREAM, "__k0": 1, "sv": "s1", ROWTIME: 10, SEQ: 2, DELETE: False},
+        {SIDE: stream_table.TABLE, "__k0": 1, "tv": "new", ROWTIME: 5, SEQ: 3, DELETE: False},
+        {SIDE: stream_table.STREAM, "__k0": 1, "sv": "s2", ROWTIME: 60, SEQ: 4, DELETE: False},
+        {SIDE: stream_table.TABLE, "__k0": 1, "tv": None, ROWTIME: 70, SEQ: 5, DELETE: True},
+        {SIDE: stream_table.STREAM, "__k0": 1, "sv": "s3", ROWTIME: 80, SEQ: 6, DELETE: False},
+    ]).assign(**{OK: True, NULL_KEY: False, SUB: 0, STREAM_TIME: 80, BUCKET: 0})
+    out, state = run(step, frame, [])
+    assert [(r[0], r[1], r[3]) for r in out] == [("s1", "old", 10), ("s2", "new", 60), ("s3", None, 80)]
+    assert len(state["store"]) == 0
+    assert np.array_equal(run(step, frame, [1, 2, 3, 4, 5])[0], out)
