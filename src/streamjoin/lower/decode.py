@@ -70,12 +70,15 @@ def _key_column(key_format: str, col, multi: bool) -> Column:
 
 def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
     source = scan.source
-    schema = ", ".join(f"`{c.name}` {c.type}" for c in source.columns if c.computed is None)
+    stored = [c for c in source.columns if c.computed is None]
     fmt = source.value_format.lower()
-    if fmt == "json":
-        df = spark.read.schema(schema).options(**JSON_READ_OPTIONS).json(source.bounded_path)
+    if fmt == "json":  # field names match columns case-insensitively, as unquoted identifiers do
+        df = spark.read.options(**JSON_READ_OPTIONS).json(source.bounded_path)
+        present = {c.casefold(): c for c in df.columns}
+        df = df.select(*[(F.col(f"`{present[c.name.casefold()]}`") if c.name.casefold() in present else F.lit(None))
+                         .cast(c.type).alias(c.name) for c in stored])
     elif fmt in ("csv", "delimited"):
-        df = spark.read.schema(schema).csv(source.bounded_path)
+        df = spark.read.schema(", ".join(f"`{c.name}` {c.type}" for c in stored)).csv(source.bounded_path)
     else:
         raise NotYetSupported(f"a file source in format {source.value_format}", issue=7)
     by_name = {f.name: f.id for f in scan.fields}

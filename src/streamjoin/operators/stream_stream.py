@@ -37,15 +37,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..connectors.embedded_source import TICK_TOPIC
-from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
+from .keyed_inputs import BUCKET, NULL_KEY, OK, SIDE, bucketed, key_names, payload, tag_side
 from .state import run_keyed
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
-SIDE, OK, ORD, BUCKET = "__side", "__ok", "__ord", "__bucket"  # ORD: arrival order in a bucket
-NULL_KEY = "__null_key"
+ORD = "__ord"  # arrival order in a bucket
 NEVER = np.iinfo(np.int64).max
 LEFT, RIGHT, TICK = 0, 1, 3  # within one record: left copy, right copy, then the batch's ticks
 
@@ -77,25 +76,11 @@ class StreamStreamJoin:
             eager=within.grace_ms is None,
             outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
         )
-        keys = [f"__k{i}" for i in range(len(join.key))]
-        left_payload = [c for c in left.columns if not c.startswith("_")]
-        right_payload = [c for c in right.columns if not c.startswith("_")]
-        sides = []
-        for side, df, exprs, match_filter in (
-            (LEFT, left, join.left_side.keys, join.left_side.filter),
-            (RIGHT, right, join.right_side.keys, join.right_side.filter),
-        ):
-            ok = F.coalesce(compile_expr(match_filter), F.lit(False)) if match_filter is not None else F.lit(True)
-            prepared = df.select(
-                "*", F.lit(side).alias(SIDE), ok.alias(OK),
-                *[compile_expr(e).alias(k) for k, e in zip(keys, exprs)],
-            )
-            not_null = F.lit(True)
-            for k in keys:  # a record with a null join key is dropped (and counted in the operator's state)
-                not_null = not_null & F.col(k).isNotNull()
-            sides.append(prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null))
-        data = sides[0].unionByName(sides[1], allowMissingColumns=True)
-        data = data.withColumn(BUCKET, F.pmod(F.xxhash64(*keys), F.lit(ctx.time_buckets)).cast("int"))
+        keys = key_names(len(join.key))
+        left_payload, right_payload = payload(left), payload(right)
+        data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys).unionByName(
+            tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys), allowMissingColumns=True)
+        data = bucketed(data, keys, ctx.time_buckets)  # a record with a null join key is dropped and counted
         ticks = ctx.records.where(F.col("topic") == TICK_TOPIC).select(
             F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
             F.col("stream_time").alias(STREAM_TIME), F.lit(0).cast("bigint").alias(ROWTIME),

@@ -118,7 +118,8 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
     live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
     table_cols = payload(table)
-    renamed = live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys]).cache()  # loaded once
+    # loaded once, now: a checkpointed batch result (a streaming plan may not hold row ids or row windows)
+    renamed = live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys]).localCheckpoint(eager=True)
     condition = F.col(OK)
     for k in keys:
         condition = condition & (F.col(k) == F.col(f"__t{k}"))
