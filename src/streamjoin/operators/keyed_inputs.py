@@ -85,8 +85,9 @@ def key_index(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Index:
 
 def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.ndarray:
     """``values[positions]`` where ``present``, None elsewhere (positions may be -1 there)."""
-    picked = values[np.where(present, positions, 0)] if len(values) else np.full(len(positions), None, dtype=object)
-    return np.where(present, picked, None) if len(positions) else picked[:0]
+    out = np.full(len(positions), None, dtype=object)
+    out[present] = values[positions[present]]
+    return out
 
 
 def count_dropped(saved: dict, reason: str, n: int) -> None:

@@ -106,22 +106,22 @@ class StatementPlanner:
         if create and existing is not None:
             raise StatementError(f"{existing.name} already exists", rule="duplicate-name", pos=name.pos)
         result_kind = kind or plan.kind
+        # ksqlDB moves a projected key column out of the value; Flink, and SQLstream/Lenses `SELECT STREAM`
+        # (whose streams have no record key of their own), keep every projected column in the value.
+        keys_in_value = style == "flink" or select.result_kind == "STREAM"
         if existing is not None:
             target = existing
         else:
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
-                columns=_columns_of(plan, style, select.result_kind), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
+                columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=str(props.get("value_format", "JSON")).upper(),
                 key_format=str(props.get("key_format", "KAFKA")).upper(), partitions=int(props.get("partitions", 1) or 1),
                 created_by_query=True,
             )
             self.catalog.add_source(target)
         visible = [f for f in plan.fields if not f.hidden]
-        # ksqlDB moves a projected key column out of the value; Flink, and SQLstream/Lenses `SELECT STREAM`
-        # (whose streams have no record key of their own), keep every projected column in the value.
-        keys_in_value = style == "flink" or select.result_kind == "STREAM"
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
         self._query_count += 1
@@ -138,12 +138,12 @@ class StatementPlanner:
                     self.check_operators(node)
 
 
-def _columns_of(plan: PlanNode, style: str, result_kind: Optional[str]) -> tuple[ColumnInfo, ...]:
+def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:
     cols = []
     for f in plan.fields:
         if f.hidden:
             continue
-        origin = "key" if (f.id in plan.key and style != "flink" and result_kind != "STREAM") else "value"
+        origin = "key" if (f.id in plan.key and not keys_in_value) else "value"
         cols.append(ColumnInfo(f.name, f.type or "string", origin, nullable=f.nullable))
     return tuple(cols)
 
