@@ -16,3 +16,17 @@ CREATE STREAM shipments (orderid INT KEY, warehouse STRING) WITH (kafka_topic='s
 CREATE STREAM order_shipments AS
   SELECT o.orderid AS orderid, o.itemid AS itemid, s.warehouse AS warehouse
   FROM orders o FULL OUTER JOIN shipments s WITHIN 2 HOURS GRACE PERIOD 0 SECONDS ON s.orderid = o.orderid;
+
+-- KSQL: enrich each order with its customer as of the moment it arrives (a stream-table join); customer
+-- changes emit nothing, a deleted customer leaves later orders without a name.
+CREATE TABLE customers (custid INT PRIMARY KEY, name STRING) WITH (kafka_topic='customers', value_format='JSON');
+CREATE STREAM purchases (purchaseid INT KEY, custid INT, amount INT) WITH (kafka_topic='purchases', value_format='JSON');
+CREATE STREAM named_purchases AS
+  SELECT p.purchaseid AS purchaseid, c.name AS name, p.amount AS amount
+  FROM purchases p LEFT JOIN customers c ON p.custid = c.custid;
+
+-- ksqlDB foreign-key join: every account row follows its customer's changes (a table, keyed by account).
+CREATE TABLE accounts (accountid INT PRIMARY KEY, custid INT, balance INT) WITH (kafka_topic='accounts', value_format='JSON');
+CREATE TABLE account_owners AS
+  SELECT a.accountid AS accountid, c.name AS owner, a.balance AS balance
+  FROM accounts a JOIN customers c ON a.custid = c.custid;
