@@ -130,7 +130,7 @@ def _explain(args) -> int:
 
 
 def _topic(args) -> int:
-    from .connectors.topic_store import Record, TopicStore
+    from .connectors.topic_store import TopicStore
 
     store = TopicStore(os.path.join(args.home, "topics"))
     if args.topic_command == "list":

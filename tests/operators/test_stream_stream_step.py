@@ -2,7 +2,6 @@
 records and stream-time ticks in, exact rows out, and expired state gone afterwards."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -10,7 +10,7 @@ import pytest
 
 from streamjoin.operators import stream_table, table_table
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE
-from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE
+from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
 
 def changelog(seed: int, n: int = 60, keys: int = 4, stream_side=None):

@@ -2,7 +2,6 @@
 output of an uninterrupted run: nothing lost, nothing twice."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
