@@ -1,6 +1,7 @@
 """Shared benchmark plumbing: a SparkSession, timing a streaming query, reading its progress."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -76,3 +77,13 @@ def _rows_of(state) -> int:
     if isinstance(state, dict):
         return state.get("rows", len(state.get("store", ())))
     return 0
+
+
+def time_streamjoin(spark, variants: dict, root: str, work: str, input_rows: int, only: list[str]) -> dict:
+    """Time each streamjoin variant (name -> (SQL script, records per batch)) that ``only`` selects."""
+    results = {}
+    for name, (sql, per_batch) in variants.items():
+        if not only or name in only:
+            df = streamjoin_query(spark, sql, root, per_batch)
+            results[name] = time_query(df, os.path.join(work, f"ck-{name}"), input_rows, pickled_state_rows)
+    return results

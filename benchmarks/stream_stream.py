@@ -9,7 +9,7 @@ import tempfile
 
 import numpy as np
 
-from common import pickled_state_rows, session, streamjoin_query, time_query
+from common import session, time_query, time_streamjoin
 
 KEYS = 100_000
 STEP_MS = 10  # event time advances 10 ms per record and side: a 5-minute window holds ~30k records a side
@@ -70,11 +70,7 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
         joined = left.join(right, F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 5 MINUTES AND lts + INTERVAL 5 MINUTES"))
         results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
 
-    for kind in ("INNER", "LEFT", "FULL"):
-        name = f"streamjoin-{kind.lower()}"
-        if only and name not in only:
-            continue
-        df = streamjoin_query(spark, DDL + JOIN.format(kind=kind), root, per_batch)
-        results[name] = time_query(df, os.path.join(work, f"ck-{kind}"), 2 * rows, pickled_state_rows)
+    variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "LEFT", "FULL")}
+    results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
     shutil.rmtree(work, ignore_errors=True)
     return results

@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from common import pickled_state_rows, session, streamjoin_query, time_query
+from common import session, time_query, time_streamjoin
 
 TABLE_ROWS = 100_000
 MISS_RATE = 0.05  # stream records whose key is not in the table
@@ -74,13 +74,9 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
 
     variants = {
         # the table's records come first in ingestion order: cut the batches so each holds per_batch clicks
-        "streamjoin-changelog": (TOPIC_TABLE, max(1, (rows + TABLE_ROWS) // batches)),
-        "streamjoin-static": (FILE_TABLE.format(path=table_file), per_batch),
+        "streamjoin-changelog": (STREAM_DDL + TOPIC_TABLE + JOIN, max(1, (rows + TABLE_ROWS) // batches)),
+        "streamjoin-static": (STREAM_DDL + FILE_TABLE.format(path=table_file) + JOIN, per_batch),
     }
-    for name, (table_ddl, batch_size) in variants.items():
-        if only and name not in only:
-            continue
-        df = streamjoin_query(spark, STREAM_DDL + table_ddl + JOIN, root, batch_size)
-        results[name] = time_query(df, os.path.join(work, f"ck-{name}"), rows, pickled_state_rows)
+    results.update(time_streamjoin(spark, variants, root, work, rows, only))
     shutil.rmtree(work, ignore_errors=True)
     return results

@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 
 import stream_table
-from common import pickled_state_rows, session, streamjoin_query, time_query
+from common import session, time_streamjoin
 
 KEYS = 100_000
 TOMBSTONE_RATE = 0.05
@@ -50,11 +50,7 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
     root = os.path.join(work, "topics")
     generate(root, rows)
     per_batch = max(1, (2 * rows) // batches)
-    for kind in ("INNER", "FULL"):
-        name = f"streamjoin-{kind.lower()}"
-        if only and name not in only:
-            continue
-        df = streamjoin_query(spark, DDL + JOIN.format(kind=kind), root, per_batch)
-        results[name] = time_query(df, os.path.join(work, f"ck-{kind}"), 2 * rows, pickled_state_rows)
+    variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "FULL")}
+    results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
     shutil.rmtree(work, ignore_errors=True)
     return results

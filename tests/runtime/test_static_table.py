@@ -18,39 +18,38 @@ ANIMALS = [
 EVENTS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, None)]
 
 
-@pytest.mark.parametrize("join, expected", [
-    ("JOIN", [(1, "Bessie"), (2, "Puffy"), (4, "Rex")]),
-    ("LEFT JOIN", [(1, "Bessie"), (2, "Puffy"), (3, None), (4, "Rex")]),
-])
-def test_stream_joined_to_a_table_in_a_file(spark, tmp_path, join, expected):
+def _run(spark, tmp_path, query: str, events):
+    """Start ``query`` over the stream ``events`` and the table ``animals`` (a JSON file), feed ``events``."""
     path = tmp_path / "animals.json"
     path.write_text("".join(json.dumps(a) + "\n" for a in ANIMALS))
     engine = Engine(spark, home=str(tmp_path / "home"))
     queries = engine.execute(
         "CREATE STREAM events (row_id INT, animal_id INT) WITH (kafka_topic='events', value_format='JSON');"
         f"CREATE TABLE animals (animal_id INT PRIMARY KEY, name STRING, edible BOOLEAN) WITH (path='{path}', value_format='JSON');"
-        f"CREATE STREAM named AS SELECT STREAM e.row_id, a.name FROM events e {join} animals a ON e.animal_id + 0 = a.animal_id;"
+        + query
     )
     produce_inputs(engine.store, [
-        {"topic": "events", "timestamp": i, "value": {"ROW_ID": row, "ANIMAL_ID": animal}} for i, (row, animal) in enumerate(EVENTS)
+        {"topic": "events", "timestamp": i, "value": {"ROW_ID": row, "ANIMAL_ID": animal}} for i, (row, animal) in enumerate(events)
     ])
     engine.process_all_available()
+    return engine, queries
+
+
+@pytest.mark.parametrize("join, expected", [
+    ("JOIN", [(1, "Bessie"), (2, "Puffy"), (4, "Rex")]),
+    ("LEFT JOIN", [(1, "Bessie"), (2, "Puffy"), (3, None), (4, "Rex")]),
+])
+def test_stream_joined_to_a_table_in_a_file(spark, tmp_path, join, expected):
+    engine, queries = _run(spark, tmp_path, "CREATE STREAM named AS SELECT STREAM e.row_id, a.name FROM events e "
+                                            f"{join} animals a ON e.animal_id + 0 = a.animal_id;", EVENTS)
     rows = sorted((r["ROW_ID"], r["NAME"]) for r in engine.dataframe(queries[0]).collect())
     engine.stop()
     assert rows == expected
 
 
 def test_the_static_join_keeps_no_streaming_state(spark, tmp_path):
-    path = tmp_path / "animals.json"
-    path.write_text("".join(json.dumps(a) + "\n" for a in ANIMALS))
-    engine = Engine(spark, home=str(tmp_path / "home"))
-    queries = engine.execute(
-        "CREATE STREAM events (row_id INT, animal_id INT) WITH (kafka_topic='events', value_format='JSON');"
-        f"CREATE TABLE animals (animal_id INT PRIMARY KEY, name STRING) WITH (path='{path}', value_format='JSON');"
-        "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e JOIN animals a ON e.animal_id = a.animal_id;"
-    )
-    produce_inputs(engine.store, [{"topic": "events", "timestamp": 1, "value": {"ROW_ID": 1, "ANIMAL_ID": 1}}])
-    engine.process_all_available()
+    engine, queries = _run(spark, tmp_path, "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e "
+                                            "JOIN animals a ON e.animal_id = a.animal_id;", [(1, 1)])
     progress = queries[0].spark_query.lastProgress
     engine.stop()
     assert progress["stateOperators"] == []
