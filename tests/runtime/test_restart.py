@@ -40,10 +40,34 @@ TABLES_INPUTS = [
      for i in range(1, 90, 6)
 ] + [{"topic": "clicks", "key": i, "timestamp": i, "value": {"USER_ID": i % 23, "N": i}} for i in range(3, 90, 2)]
 
+FLINK_SCRIPT = """
+CREATE TABLE fo (id STRING, k STRING, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '3' SECOND)
+  WITH ('connector' = 'kafka', 'topic' = 'fo', 'format' = 'json');
+CREATE TABLE fs (id STRING, k STRING, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '3' SECOND)
+  WITH ('connector' = 'kafka', 'topic' = 'fs', 'format' = 'json');
+CREATE TABLE fr (k STRING, v INT, t TIMESTAMP(3), PRIMARY KEY (k) NOT ENFORCED, WATERMARK FOR t AS t)
+  WITH ('connector' = 'upsert-kafka', 'topic' = 'fr', 'key.format' = 'json', 'value.format' = 'json');
+INSERT INTO shipped SELECT o.id, s.id AS sid FROM fo o LEFT JOIN fs s ON o.k = s.k AND s.t BETWEEN o.t AND o.t + INTERVAL '5' SECOND;
+INSERT INTO versioned SELECT o.id, r.v FROM fo o LEFT JOIN fr FOR SYSTEM_TIME AS OF o.t AS r ON o.k = r.k;
+"""
+
+
+def _at(seconds: int) -> str:
+    return f"1970-01-01 00:{seconds // 60:02d}:{seconds % 60:02d}.000"
+
+
+FLINK_INPUTS = [  # event times run up to 4 s behind ingestion order, so some records are late
+    {"topic": "fo", "timestamp": 10 * i, "value": {"id": f"o{i}", "k": f"k{i % 6}", "t": _at(i + 90 - (i * 7) % 5)}}
+    for i in range(60)
+] + [{"topic": "fs", "timestamp": 10 * i + 3, "value": {"id": f"s{i}", "k": f"k{i % 4}", "t": _at(i + 92 - (i * 3) % 4)}}
+     for i in range(0, 60, 2)
+] + [{"topic": "fr", "timestamp": 10 * i + 6, "key": {"k": f"k{i % 6}"},
+      "value": None if i % 13 == 12 else {"k": f"k{i % 6}", "v": i, "t": _at(i + 88)}} for i in range(0, 60, 3)]
+
 # one script, so the three Spark runs (reference, killed, restarted) are paid once for every operator
-SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT
-INPUTS = STREAMS_INPUTS + TABLES_INPUTS
-SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS")
+SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT
+INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS
+SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned")
 
 
 def _run(home, script, *extra):

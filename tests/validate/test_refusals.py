@@ -14,6 +14,14 @@ CREATE STREAM R (ID INT KEY, V STRING, X INT) WITH (kafka_topic='right', value_f
 CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', value_format='JSON');
 CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
 CREATE TABLE F (ID INT PRIMARY KEY, N STRING) WITH (path='/data/f.json', value_format='JSON');
+CREATE TABLE Orders (id STRING, x INT, t TIMESTAMP(3), t2 TIMESTAMP(3), p AS PROCTIME(), WATERMARK FOR t AS t)
+  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');
+CREATE TABLE Ships (oid STRING, x INT, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '1' MINUTE)
+  WITH ('connector' = 'kafka', 'topic' = 'ships', 'format' = 'json');
+CREATE TABLE NoWm (oid STRING, t TIMESTAMP(3)) WITH ('connector' = 'kafka', 'topic' = 'nowm', 'format' = 'json');
+CREATE TABLE Rates (cur STRING, rate INT, t TIMESTAMP(3), PRIMARY KEY (cur) NOT ENFORCED, WATERMARK FOR t AS t)
+  WITH ('connector' = 'upsert-kafka', 'topic' = 'rates', 'key.format' = 'json', 'value.format' = 'json');
+CREATE TEMPORAL TABLE FUNCTION RatesAt ON Ships (t) KEY (oid);
 """
 
 # (name, query, rule, text the message must contain)
@@ -52,6 +60,29 @@ REFUSED = [
      "table-table-full-outer-filter", "WHERE"),
     ("a table from a file joined to a table", "CREATE TABLE J AS SELECT T.V, F.N FROM T JOIN F ON T.ID = F.ID;",
      "static-table-use", "file"),
+    ("interval bound on a non-time column",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN Ships s ON o.id = s.oid AND o.x BETWEEN s.x - 1 AND s.x + 1;",
+     "interval-bound", "time attribute"),
+    ("interval join with only a lower bound",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN Ships s ON o.id = s.oid AND o.t >= s.t;", "interval-bound", "upper"),
+    ("interval bounds that never hold",
+     "INSERT INTO J SELECT o.id FROM Orders o, Ships s WHERE o.id = s.oid "
+     "AND o.t BETWEEN s.t + INTERVAL '2' HOUR AND s.t + INTERVAL '1' HOUR;", "interval-bound", "never"),
+    ("interval join without an equality",
+     "INSERT INTO J SELECT o.id FROM Orders o, Ships s WHERE o.t BETWEEN s.t - INTERVAL '1' HOUR AND s.t;",
+     "interval-bound", "equality"),
+    ("interval join on an input without a watermark",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN NoWm n ON o.id = n.oid AND o.t BETWEEN n.t AND n.t;",
+     "interval-join-watermarks", "WATERMARK"),
+    ("RIGHT temporal join",
+     "INSERT INTO J SELECT o.id FROM Orders o RIGHT JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.id = r.cur;",
+     "temporal-join-type", "INNER or LEFT"),
+    ("temporal join AS OF a plain column",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.t2 AS r ON o.id = r.cur;",
+     "temporal-join-type", "time attribute"),
+    ("temporal join on a non-key column",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.x = r.rate;",
+     "stream-table-on-table-key", "primary key"),
 ]
 
 
@@ -81,7 +112,34 @@ ACCEPTED = [
     "CREATE TABLE J AS SELECT T.ID AS ID, U.W FROM T JOIN U ON T.X = U.ID;",
     "CREATE TABLE J AS SELECT U.ID AS ID, T.V FROM U RIGHT JOIN T ON T.X = U.ID;",
     "CREATE TABLE G AS SELECT U.W AS W, COUNT(*) AS N FROM T JOIN U ON T.ID = U.ID GROUP BY U.W;",
+    "INSERT INTO J SELECT o.id, s.x FROM Orders o, Ships s WHERE o.id = s.oid AND o.t BETWEEN s.t - INTERVAL '4' HOUR AND s.t;",
+    "INSERT INTO J SELECT o.id, s.x FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND o.t > s.t AND o.t < s.t + INTERVAL '1' MINUTE;",
+    "INSERT INTO J SELECT o.id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.id = r.cur;",
+    "INSERT INTO J SELECT o.id, r.rate FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.p AS r ON o.id = r.cur;",
+    "INSERT INTO J SELECT o.id, r.x FROM Orders o, LATERAL TABLE (RatesAt(o.t)) AS r WHERE r.oid = o.id;",
 ]
+
+
+BOUNDS = [  # (ON time terms, expected (lower, upper) of right.t - left.t in ms)
+    ("o.t BETWEEN s.t - INTERVAL '4' HOUR AND s.t", (0, 4 * 3600_000)),
+    ("s.t >= o.t AND s.t <= o.t + INTERVAL '10' MINUTE", (0, 600_000)),
+    ("o.t > s.t AND o.t < s.t + INTERVAL '1' MINUTE", (-59_999, -1)),
+    ("s.t BETWEEN o.t - INTERVAL '2' SECOND AND o.t + INTERVAL '3' SECOND", (-2000, 3000)),
+]
+
+
+@pytest.mark.parametrize("terms,expected", BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_interval_bounds(terms, expected):
+    from streamjoin.plan.intervals import interval_bounds
+    from streamjoin.plan.nodes import Join, walk
+
+    planner = StatementPlanner(Catalog())
+    planned = [planner.plan(item) for item in parse_script(
+        KSQL_STREAMS + f"INSERT INTO J SELECT o.id, s.x FROM Orders o JOIN Ships s ON o.id = s.oid AND {terms};")]
+    join = next(n for n in walk(planned[-1].query.plan) if isinstance(n, Join))
+    assert join.shape == "interval"
+    bounds = interval_bounds(join)
+    assert (bounds.lower, bounds.upper) == expected
 
 
 @pytest.mark.parametrize("query", ACCEPTED)

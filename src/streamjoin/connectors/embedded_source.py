@@ -6,9 +6,10 @@ stream_time``. The offset of the source is the store's global sequence, so one m
 contiguous slice of the store's ingestion order across all its topics.
 
 With the ``eventTime`` option (JSON: topic -> value field holding the event time, or null for the record
-timestamp), every record also carries ``stream_time``, the largest event time read so far in ingestion
-order; the offset then holds the stream time at the batch's end, so the clock continues exactly across
-batches and restarts. (Without it, ``stream_time`` is null.)
+timestamp), every record also carries ``stream_time``, the query's clock (``connectors.event_time``):
+the largest event time read so far in ingestion order or, with the ``watermarks`` option as well (JSON:
+topic -> delay in ms), the Flink watermark. The offset holds the clock's state at the batch's end, so
+the clock continues exactly across batches and restarts. (Without ``eventTime``, ``stream_time`` is null.)
 
 With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
 0..N-1, ``seq`` and ``stream_time`` of the batch's last record): time-driven operators bucket their state
@@ -21,14 +22,13 @@ from __future__ import annotations
 import json
 from typing import Iterator, Optional
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from .event_time import NO_TIME, event_times, stream_times
+from .event_time import NO_TIME, Clock
 from .topic_store import TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
@@ -62,12 +62,12 @@ _ARROW_SCHEMA = pa.schema(
 
 
 class _Slice(InputPartition):
-    """Records of ``topics`` with ``after_seq < seq <= upto_seq``; ``start_time``: stream time before them."""
+    """Records of ``topics`` with ``after_seq < seq <= upto_seq``; ``clock_state``: the clock before them."""
 
-    def __init__(self, root: str, topics: list[str], after_seq: int, upto_seq: int, start_time: Optional[int]):
+    def __init__(self, root: str, topics: list[str], after_seq: int, upto_seq: int, clock_state: dict):
         super().__init__((tuple(topics), after_seq, upto_seq))
         self.root, self.topics, self.after_seq, self.upto_seq = root, topics, after_seq, upto_seq
-        self.start_time = start_time
+        self.clock_state = clock_state
 
 
 def _read_slice(root: str, topics: list[str], after: int, upto: int) -> pa.Table:
@@ -89,8 +89,10 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.topics = [t for t in options["topics"].split(",") if t]
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
         self.starting = options.get("startingoffsets", "earliest").lower()
-        event_time = options.get("eventtime")
-        self.event_fields: Optional[dict] = json.loads(event_time) if event_time else None
+        event_time, watermarks = options.get("eventtime"), options.get("watermarks")
+        self.clock: Optional[Clock] = (
+            Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
+        )
         self.ticks = int(options.get("ticks", "0") or 0)
 
     def _store(self) -> TopicStore:
@@ -101,10 +103,14 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             return self._offset(self._store().committed_seq(), None)
         return self._offset(0, None)
 
-    def _offset(self, seq: int, stream_time: Optional[int], null_values: Optional[dict] = None) -> dict:
-        if self.event_fields is None:
+    def _offset(self, seq: int, clock_state: Optional[dict], null_values: Optional[dict] = None) -> dict:
+        if self.clock is None:
             return {"seq": seq}
-        return {"seq": seq, "streamTime": stream_time, "nullValues": null_values or {}}
+        return {"seq": seq, **(clock_state or {"streamTime": None}), "nullValues": null_values or {}}
+
+    @staticmethod
+    def _clock_state(offset: dict) -> dict:
+        return {k: v for k, v in offset.items() if k in ("streamTime", "topicTimes")}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
@@ -116,22 +122,11 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         end = committed
         if isinstance(limit, ReadMaxRows) and committed > after:
             end = store.seq_after(self.topics, after, limit.max_rows, committed)
-        if self.event_fields is None or end == after:
-            return self._offset(end, start.get("streamTime"), start.get("nullValues"))
+        if self.clock is None or end == after:
+            return self._offset(end, self._clock_state(start), start.get("nullValues"))
         table = _read_slice(self.root, self.topics, after, end)
-        times = self._stream_times(table, start.get("streamTime"))
-        stream_time = int(times[-1]) if times.size and times[-1] != NO_TIME else start.get("streamTime")
-        return self._offset(end, stream_time, _count_null_values(table, start.get("nullValues") or {}))
-
-    def _stream_times(self, table: Optional[pa.Table], start_time: Optional[int]) -> np.ndarray:
-        if table is None:
-            return np.array([], dtype=np.int64)
-        topics = table.column("topic").to_numpy(zero_copy_only=False)
-        times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
-        for topic in set(topics):
-            mask = topics == topic
-            times[mask] = event_times(table.filter(pa.array(mask)), self.event_fields.get(topic))
-        return stream_times(times, NO_TIME if start_time is None else start_time)
+        _, clock_state = self.clock.run(table, self._clock_state(start))
+        return self._offset(end, clock_state, _count_null_values(table, start.get("nullValues") or {}))
 
     def reportLatestOffset(self) -> dict:
         return {"seq": self._store().committed_seq()}
@@ -139,16 +134,16 @@ class EmbeddedTopicReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict):
         if end["seq"] <= start["seq"]:
             return []
-        if self.event_fields is not None:  # stream time needs every topic of the slice in one ordered pass
-            return [_Slice(self.root, self.topics, start["seq"], end["seq"], start.get("streamTime"))]
+        if self.clock is not None:  # the clock needs every topic of the slice in one ordered pass
+            return [_Slice(self.root, self.topics, start["seq"], end["seq"], self._clock_state(start))]
         return [_Slice(self.root, [t], start["seq"], end["seq"], None) for t in self.topics]
 
     def read(self, partition: _Slice) -> Iterator[pa.RecordBatch]:
         table = _read_slice(partition.root, partition.topics, partition.after_seq, partition.upto_seq)
         if table is None:
             return
-        if self.event_fields is not None:
-            times = self._stream_times(table, partition.start_time)
+        if self.clock is not None:
+            times, _ = self.clock.run(table, partition.clock_state)
             stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
         else:
             stream_time = pa.nulls(table.num_rows, pa.int64())
@@ -159,7 +154,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             schema=_ARROW_SCHEMA,
         )
         yield from out.to_batches()
-        if self.ticks and self.event_fields is not None:
+        if self.ticks and self.clock is not None:
             yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py())
 
     def commit(self, end: dict) -> None:

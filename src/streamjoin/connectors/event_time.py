@@ -1,13 +1,18 @@
-"""Event time and stream time of raw topic records, computed where records are read.
+"""Event time and the query's clock of raw topic records, computed where records are read.
 
-Stream time is the largest event time read so far in ingestion order (DIALECT §2). It is global to a
-query — across all its inputs and keys — so it is computed once, in the source, and carried on every
-record as ``stream_time``; operators that work per key still see the same clock, whatever the batch cut.
+The clock is global to a query — across all its inputs and keys — so it is computed once, in the source,
+and carried on every record as ``stream_time``; operators that work per key still see the same clock,
+whatever the batch cut. It is one of (DIALECT §2):
+- stream time: the largest event time read so far, in ingestion order (KSQL, Lenses, SQLstream);
+- the watermark (Flink inputs with ``WATERMARK FOR``): per input topic, the largest event time read so
+  far minus the declared delay; the minimum over the inputs; none until every input has a time.
+Both only move through records, and include the record that carries them.
 """
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -62,3 +67,39 @@ def stream_times(times: np.ndarray, start: int) -> np.ndarray:
     if times.size == 0:
         return times
     return np.maximum.accumulate(np.maximum(times, start))
+
+
+@dataclass(frozen=True)
+class Clock:
+    """``fields``: topic -> value field holding the event time (None: the record timestamp).
+    ``delays``: topic -> watermark delay in ms; given, the clock is the watermark over those topics."""
+
+    fields: dict
+    delays: Optional[dict] = None
+
+    def run(self, table: Optional[pa.Table], state: dict) -> "tuple[np.ndarray, dict]":
+        """The clock on every record of ``table`` (ingestion order; ``NO_TIME`` while there is none), and the
+        state to continue from (kept in the source offset: ``streamTime``, and ``topicTimes`` for watermarks)."""
+        if table is None or table.num_rows == 0:
+            return np.array([], dtype=np.int64), state
+        topics = table.column("topic").to_numpy(zero_copy_only=False)
+        times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
+        for topic in set(topics):
+            mask = topics == topic
+            times[mask] = event_times(table.filter(pa.array(mask)), self.fields.get(topic))
+        if self.delays is None:
+            start = state.get("streamTime")
+            clock = stream_times(times, NO_TIME if start is None else start)
+            return clock, {"streamTime": _or_none(clock[-1])}
+        clock = np.full(table.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
+        topic_times = dict(state.get("topicTimes") or {})
+        for topic, delay in sorted(self.delays.items()):
+            start = topic_times.get(topic)
+            running = stream_times(np.where(topics == topic, times, NO_TIME), NO_TIME if start is None else start)
+            clock = np.minimum(clock, np.where(running == NO_TIME, NO_TIME, running - delay))
+            topic_times[topic] = _or_none(running[-1])
+        return clock, {"streamTime": _or_none(clock[-1]), "topicTimes": topic_times}
+
+
+def _or_none(t) -> Optional[int]:
+    return None if t == NO_TIME else int(t)

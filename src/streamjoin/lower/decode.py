@@ -40,7 +40,11 @@ def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
     key_cols = [c for c in source.columns if c.origin == "key"]
     for col in source.columns:
         fid = by_name[col.name]
-        if col.origin == "value":
+        if col.origin == "value" and source.kind == "TABLE" and col.name in source.key_columns:
+            # a Flink primary key lives in the value too, but a tombstone has only the record key
+            from_key = _key_column(source.key_format, col, len(source.key_columns) > 1)
+            selected.append(F.when(tombstone, from_key).otherwise(F.col("__v").getField(col.name)).alias(fid))
+        elif col.origin == "value":
             selected.append(F.col("__v").getField(col.name).alias(fid))
         elif col.origin == "key":
             selected.append(_key_column(source.key_format, col, len(key_cols) > 1).alias(fid))
@@ -52,6 +56,7 @@ def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
         ts = F.col("__v").getField(source.timestamp_column)
         col = source.column(source.timestamp_column)
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
+        rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
     selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB),
                  F.col("stream_time").alias(STREAM_TIME)]
     if source.kind == "TABLE":

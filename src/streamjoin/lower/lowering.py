@@ -17,7 +17,7 @@ from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, walk,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
 )
 from .decode import decode_scan, read_bounded
 from .expressions import compile_expr
@@ -49,7 +49,22 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
         fields = {n.source.topic: n.source.timestamp_column for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
+        delays = watermark_delays(plan)
+        if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
+            reader = reader.option("watermarks", json.dumps(delays))
     return reader.load()
+
+
+def watermark_delays(plan: PlanNode) -> dict:
+    """Topic -> watermark delay (ms) of a Flink query's inputs that declare ``WATERMARK FOR``; a topic read
+    by two inputs keeps the larger delay (the minimum of their watermarks)."""
+    if naming_style(plan) != "flink":
+        return {}
+    delays: dict = {}
+    for n in walk(plan):
+        if isinstance(n, Scan) and not n.source.bounded_path and n.source.watermark_column:
+            delays[n.source.topic] = max(delays.get(n.source.topic, 0), n.source.watermark_delay_ms or 0)
+    return delays
 
 
 def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame:

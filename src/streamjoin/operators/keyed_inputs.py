@@ -16,11 +16,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType
 
+from ..connectors.embedded_source import TICK_TOPIC
 from ..lower.expressions import compile_expr
-from ..plan.nodes import TOMBSTONE, PlanNode, Ref
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, PlanNode, Ref
 from ..sql import ast
+from .base import LoweringContext
 
 SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
+NO_TIME = np.iinfo(np.int64).min  # a null clock (no time read yet), as an int64 that sorts first
+TICK = 3  # the side tag of tick rows: after both inputs' rows of the same ingestion position
 
 
 def key_names(n: int) -> list[str]:
@@ -50,6 +54,15 @@ def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filt
     return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
 
 
+def tick_rows(ctx: LoweringContext) -> DataFrame:
+    """The batch's tick rows (one per bucket, carrying the batch-end clock), tagged ``TICK``; see
+    ``connectors.embedded_source``. Time-driven operators union them with their bucketed inputs."""
+    return ctx.records.where(F.col("topic") == TICK_TOPIC).select(
+        F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
+        F.col("stream_time").alias(STREAM_TIME), F.lit(0).cast("bigint").alias(ROWTIME),
+    )
+
+
 def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
     if isinstance(e, Ref):
         for i, k in enumerate(node.key):
@@ -60,6 +73,12 @@ def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
 
 def bucketed(df: DataFrame, columns: Sequence[str], buckets: int) -> DataFrame:
     return df.withColumn(BUCKET, F.pmod(F.xxhash64(*columns), F.lit(buckets)).cast("int"))
+
+
+def clock_values(column) -> np.ndarray:
+    """Times (a clock column, or any ms column) as int64, ``NO_TIME`` where null."""
+    values = np.asarray(column, dtype=float)
+    return np.where(np.isnan(values), NO_TIME, values).astype(np.int64)
 
 
 def integral_columns(df: DataFrame, columns: Sequence[str]) -> list[str]:
@@ -85,6 +104,8 @@ def key_index(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Index:
 
 def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.ndarray:
     """``values[positions]`` where ``present``, None elsewhere (positions may be -1 there)."""
+    if values.dtype.kind in "mM":  # numpy would turn datetimes into integers in an object array
+        values = pd.Series(values).to_numpy(dtype=object)
     out = np.full(len(positions), None, dtype=object)
     out[present] = values[positions[present]]
     return out

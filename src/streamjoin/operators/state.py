@@ -36,7 +36,8 @@ class _PickledStateProcessor(StatefulProcessor):
         previous = pickle.loads(self.state.get()[0]) if self.state.exists() else None
         out, new_state = self.step(previous, batch)
         self.state.update((pickle.dumps(new_state, protocol=5),))
-        yield out.reindex(columns=self.columns)
+        if len(out):  # an empty frame's columns may have no usable type
+            yield out.reindex(columns=self.columns)
 
     def close(self) -> None:
         pass

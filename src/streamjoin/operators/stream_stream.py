@@ -33,20 +33,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from ..connectors.embedded_source import TICK_TOPIC
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
-from .keyed_inputs import BUCKET, NULL_KEY, OK, SIDE, bucketed, key_names, payload, tag_side
+from .keyed_inputs import BUCKET, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
 from .state import run_keyed
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
 ORD = "__ord"  # arrival order in a bucket
 NEVER = np.iinfo(np.int64).max
-LEFT, RIGHT, TICK = 0, 1, 3  # within one record: left copy, right copy, then the batch's ticks
+LEFT, RIGHT = 0, 1  # within one record: left copy, right copy (then the batch's ticks, TICK)
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,7 @@ class Window:
     eager: bool  # no GRACE PERIOD: unmatched rows leave at once
     outer_left: bool
     outer_right: bool
+    watermark: bool = False  # Flink interval join: a record lives until the clock (the watermark) passes its close
 
     def span(self, side: np.ndarray) -> np.ndarray:
         """How long after its own time a record can still be matched by the other side."""
@@ -76,24 +75,25 @@ class StreamStreamJoin:
             eager=within.grace_ms is None,
             outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
         )
-        keys = key_names(len(join.key))
-        left_payload, right_payload = payload(left), payload(right)
-        data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys).unionByName(
-            tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys), allowMissingColumns=True)
-        data = bucketed(data, keys, ctx.time_buckets)  # a record with a null join key is dropped and counted
-        ticks = ctx.records.where(F.col("topic") == TICK_TOPIC).select(
-            F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
-            F.col("stream_time").alias(STREAM_TIME), F.lit(0).cast("bigint").alias(ROWTIME),
-        )
-        both = data.unionByName(ticks, allowMissingColumns=True)
+        return lower_windowed(join, left, right, ctx, window)
 
-        types = {f.name: f.dataType for f in both.schema.fields}
-        out_fields = [StructField(c, types[c]) for c in left_payload + right_payload]
-        out_fields += [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
-        out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
-        schema = StructType(out_fields)
-        process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-        return run_keyed(both, [BUCKET], process, schema)
+
+def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext, window: Window) -> DataFrame:
+    """Both inputs tagged and bucketed by join key, with the batch's tick rows, through the bucket step."""
+    keys = key_names(len(join.key))
+    left_payload, right_payload = payload(left), payload(right)
+    data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys).unionByName(
+        tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys), allowMissingColumns=True)
+    data = bucketed(data, keys, ctx.time_buckets)  # a record with a null join key is dropped and counted
+    both = data.unionByName(tick_rows(ctx), allowMissingColumns=True)
+
+    types = {f.name: f.dataType for f in both.schema.fields}
+    out_fields = [StructField(c, types[c]) for c in left_payload + right_payload]
+    out_fields += [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
+    out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+    schema = StructType(out_fields)
+    process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
+    return run_keyed(both, [BUCKET], process, schema)
 
 
 def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out_names):
@@ -117,18 +117,19 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
 
 
 def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, key_ids, out_names):
-    st = rows[STREAM_TIME].fillna(np.iinfo(np.int64).min).to_numpy(dtype=np.int64)
+    st = clock_values(rows[STREAM_TIME])
     row_ords = rows[ORD].to_numpy(np.int64)
     row_seqs = rows[SEQ].to_numpy(np.int64)
     data = rows[rows[SIDE] != TICK].copy()
     side = data[SIDE].to_numpy()
     t = data[ROWTIME].to_numpy(dtype=np.int64)
     close = t + w.span(side) + w.grace
-    late = close < data[STREAM_TIME].to_numpy(dtype=np.int64)
+    late = close < clock_values(data[STREAM_TIME])
     outer = np.where(side == LEFT, w.outer_left, w.outer_right)
     data["__close"] = close
     data["__pending"] = False
-    fresh = data[~late]
+    # KSQL: a late record joins nothing. Flink: it still joins the other side's live records, and is not kept.
+    fresh = data if w.watermark else data[~late]
     candidates = _append(store, fresh)
     pairs = _pairs(w, fresh, candidates, store, keys)
 
@@ -140,9 +141,12 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     arrival_matched = fresh[ORD].map(first_match).eq(fresh[ORD]).to_numpy() if len(fresh) else np.array([], bool)
 
     out = [_pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids)]
-    # records of a preserved side that were late on arrival: null-padded at once
-    late_outer = data[late & outer]
+    # records that were late on arrival (and, in Flink, matched nothing): null-padded at once on a preserved side
+    never_joined = late & ~arrival_matched if w.watermark else late
+    late_outer = data[never_joined & outer]
     out.append(_padded(late_outer, late_outer[SEQ], 0, keys, left_payload, right_payload, key_ids))
+    if w.watermark:  # late records are not kept
+        fresh, arrival_matched = data[~late], arrival_matched[~late]
     fresh_outer = np.where(fresh[SIDE].to_numpy() == LEFT, w.outer_left, w.outer_right) if len(fresh) else np.array([], bool)
     unmatched = fresh[fresh_outer & ~arrival_matched]
     if w.eager:
@@ -154,12 +158,15 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
         new_store = _append(store, fresh)
         emitted, new_store = _emit_closed(new_store, first_match, row_ords, row_seqs, st)
         out.append(emitted_rows(emitted, keys, left_payload, right_payload, key_ids))
-    horizon = int(st.max()) - w.retention if len(st) else None
-    if horizon is not None and len(new_store):
-        keep = (new_store[ROWTIME].to_numpy(dtype=np.int64) >= horizon) | new_store["__pending"].to_numpy(dtype=bool)
-        new_store = new_store[keep].reset_index(drop=True)
+    if len(st) and len(new_store):
+        pending = new_store["__pending"].to_numpy(dtype=bool)
+        if w.watermark:  # no record read from now on can match a record whose close the clock passed
+            keep = new_store["__close"].to_numpy(dtype=np.int64) >= int(st.max())
+        else:
+            keep = new_store[ROWTIME].to_numpy(dtype=np.int64) >= int(st.max()) - w.retention
+        new_store = new_store[keep | pending].reset_index(drop=True)
     result = pd.concat([o for o in out if len(o)], ignore_index=True) if any(len(o) for o in out) else pd.DataFrame(columns=out_names)
-    return result.reindex(columns=out_names), new_store, int((late & ~outer).sum())
+    return result.reindex(columns=out_names), new_store, int((never_joined & ~outer).sum())
 
 
 def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +180,7 @@ def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
 
 def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
     """Every matching (left, right) pair with at least one new record, as ORD pairs."""
-    cols = keys + [ORD, ROWTIME]
+    cols = keys + [ORD, ROWTIME, "__close", STREAM_TIME]
     new_left = fresh[(fresh[SIDE] == LEFT) & fresh[OK]][cols]
     new_right = fresh[(fresh[SIDE] == RIGHT) & fresh[OK]][cols]
     all_right = candidates[(candidates[SIDE] == RIGHT) & candidates[OK].astype(bool)][cols]
@@ -183,7 +190,12 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
         if len(lefts) and len(rights):
             m = lefts.merge(rights, on=keys, suffixes=("_l", "_r"))
             lt, rt = m[f"{ROWTIME}_l"].to_numpy(np.int64), m[f"{ROWTIME}_r"].to_numpy(np.int64)
-            m = m[(rt >= lt - w.before) & (rt <= lt + w.after)]
+            keep = (rt >= lt - w.before) & (rt <= lt + w.after)
+            if w.watermark:  # the earlier record must still be live when the later one arrives
+                later_left = m[f"{ORD}_l"].to_numpy() > m[f"{ORD}_r"].to_numpy()
+                close = np.where(later_left, m["__close_r"], m["__close_l"]).astype(np.int64)
+                keep &= close >= clock_values(np.where(later_left, m[f"{STREAM_TIME}_l"], m[f"{STREAM_TIME}_r"]))
+            m = m[keep]
             found.append(pd.DataFrame({"l_ord": m[f"{ORD}_l"].to_numpy(), "r_ord": m[f"{ORD}_r"].to_numpy(),
                                        "l_t": m[f"{ROWTIME}_l"].to_numpy(), "r_t": m[f"{ROWTIME}_r"].to_numpy()}))
     if not found:
@@ -227,7 +239,7 @@ def _padded(recs, seqs, sub, keys, left_payload, right_payload, key_ids) -> pd.D
     out[ROWTIME] = recs[ROWTIME].to_numpy(np.int64)
     out[SEQ] = np.asarray(seqs, dtype=np.int64)
     out[SUB] = sub
-    out[STREAM_TIME] = recs[STREAM_TIME].to_numpy(np.int64)
+    out[STREAM_TIME] = recs[STREAM_TIME].to_numpy()
     return out
 
 

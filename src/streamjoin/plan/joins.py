@@ -67,18 +67,21 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
             unsupported.append(term)
     if on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA"):
         pairs = _key_pairs(left.node, right.node)  # Lenses: no ON means equality of the keys
-    shape = classify(left.node, right.node, item, bool(residual))
-    node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item)
+    system_time = _system_time(right.node)
+    if system_time is not None and not isinstance(item.right, ast.LateralTable):  # AS OF names a left column
+        system_time = binder.bind_expr(system_time, left)
+    shape = classify(left.node, right.node, item, bool(residual), system_time)
+    node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
+                      system_time)
     node = replace(node, unsupported_terms=tuple(unsupported))
     return Scope(node, left.merged + right.merged + merged, input_keys)
 
 
-def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bool) -> str:
+def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bool, system_time=None) -> str:
     """The join's shape, from (left kind, right kind, window form)."""
     if isinstance(item.right, ast.LateralTable):
         return "temporal-function"
     lwin, rwin = _window(left), _window(right)
-    system_time = _system_time(right)
     flink = naming_style(left) == "flink" and naming_style(right) == "flink"
     if system_time is not None:
         return "temporal-proctime" if _is_proctime(system_time, left) else "temporal"
@@ -96,7 +99,7 @@ def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bo
     return "regular" if flink else "table-table"
 
 
-def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast.Join) -> Join:
+def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast.Join, system_time) -> Join:
     nullable_left = join_type in ("RIGHT", "FULL")
     nullable_right = join_type in ("LEFT", "FULL")
     fields = tuple(replace(f, nullable=f.nullable or nullable_left) for f in left.fields) + tuple(
@@ -111,7 +114,6 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
     if shape == "table-table" and not _pairs_on_keys(pairs, left, right):
         shape = "foreign-key"
         key, key_equivalents = _foreign_key_result_key(pairs, left, right, join_type, key, key_equivalents)
-    system_time = _system_time(right)
     kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
     return Join(
         fields + tuple(key_fields), kind, key, key_equivalents,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..errors import StatementError
+from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, walk
 
@@ -141,4 +142,38 @@ def table_table_full_outer_filter(join: Join) -> Optional[str]:
     ):
         return ("a FULL OUTER join of two tables cannot restrict matching with a one-input ON predicate "
                 "(two unmatched rows would share one key): move it to WHERE")
+    return None
+
+
+@rule("interval-join-watermarks")
+def interval_join_watermarks(join: Join) -> Optional[str]:
+    if join.shape not in ("interval", "temporal", "temporal-function"):
+        return None
+    for side, node in (("left", join.left), ("right", join.right)):
+        if time_attribute(node) is None:
+            what = "an interval join" if join.shape == "interval" else "an event-time temporal join"
+            return f"{what} needs an event-time attribute on both inputs: declare WATERMARK FOR on the {side} input"
+    return None
+
+
+@rule("interval-bound")
+def interval_bound(join: Join) -> Optional[str]:
+    if join.shape != "interval":
+        return None
+    if not join.left_side.keys:
+        return "an interval join needs an equality between the inputs (ON a.k = b.k) besides its time bounds"
+    try:
+        interval_bounds(join)
+    except StatementError as err:
+        return err.message
+    return None
+
+
+@rule("temporal-join-type")
+def temporal_join_type(join: Join) -> Optional[str]:
+    if join.shape.startswith("temporal") and join.join_type not in ("INNER", "LEFT"):
+        return f"a temporal join is INNER or LEFT (the versioned table on the right), not {join.join_type}"
+    if join.shape in ("temporal", "temporal-function") and not (isinstance(join.system_time, Ref) and join.system_time.id == time_attribute(join.left)):
+        return (f"FOR SYSTEM_TIME AS OF {expr_text(join.system_time)} must name the left input's time attribute "
+                "(its WATERMARK FOR column, or a PROCTIME() column)")
     return None
