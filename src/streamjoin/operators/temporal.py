@@ -99,6 +99,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         out = _emit(waiting[due], due_at[due], rows, store, keys, stream_cols, table_cols, key_ids, outer)
         saved["waiting"] = waiting[~due].reset_index(drop=True)
         saved["store"] = _purge(store, keys, int(clock[-1]) if len(clock) else NO_TIME)
+        saved["rows"] = len(saved["store"]) + len(saved["waiting"])
         return out, saved
 
     return step

@@ -3,8 +3,9 @@ survive restarts.
 
 - ``null_value``: input records with a null value (ignored by streams), counted by the source in its
   offsets;
-- ``null_key`` / ``late``: records a join dropped for a null join key, or for arriving after their window
-  closed on a side that is not preserved, counted in the operator's state;
+- ``null_key`` / ``late`` / ``no_time``: records a join dropped for a null join key, for arriving after
+  their window closed (or, in Flink joins, behind the watermark) on a side that is not preserved, or for
+  having no event time, counted in the operator's state;
 - ``state_rows``: records held in join state.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         for (blob,) in values:
             state = pickle.loads(blob) if blob is not None else None
             if isinstance(state, dict) and "store" in state:
-                metrics["state_rows"] += len(state["store"])
+                metrics["state_rows"] += state.get("rows", len(state["store"]))
                 for name, count in state.get("dropped", {}).items():
                     metrics[name] = metrics.get(name, 0) + count
     return metrics
