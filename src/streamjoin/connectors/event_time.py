@@ -10,6 +10,7 @@ Both only move through records, and include the record that carries them.
 """
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timezone
 from dataclasses import dataclass
@@ -17,8 +18,11 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 NO_TIME = np.iinfo(np.int64).min
+CHANGELOG_PREFIX = "debezium-json:"  # an event-time field read from inside a debezium-json envelope
 
 
 def _to_millis(value) -> Optional[int]:
@@ -45,6 +49,9 @@ def _field_millis(raw: Optional[bytes], field: str) -> Optional[int]:
         obj = json.loads(raw)
     except ValueError:
         return None
+    if isinstance(obj, dict) and field.startswith(CHANGELOG_PREFIX):
+        # a debezium-json envelope: the time of the row it upserts (a delete has none, as a tombstone)
+        obj, field = obj.get("after"), field[len(CHANGELOG_PREFIX):]
     if not isinstance(obj, dict):
         return None
     if field in obj:
@@ -58,8 +65,69 @@ def event_times(table: pa.Table, field: Optional[str]) -> np.ndarray:
     Records without a usable time get ``NO_TIME`` (they do not move stream time)."""
     if not field:
         return table.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
-    values = table.column("value").to_pylist()
+    fast = _arrow_event_times(table.column("value"), field)
+    if fast is not None:
+        return fast
+    values = table.column("value").to_pylist()  # record at a time: mixed types, odd layouts, bad JSON
     return np.array([t if (t := _field_millis(v, field)) is not None else NO_TIME for v in values], dtype=np.int64)
+
+
+def _arrow_event_times(values: pa.ChunkedArray, field: str) -> Optional[np.ndarray]:
+    """The same, with Arrow's JSON reader and casts (about ten times faster); None when the batch needs
+    the record-at-a-time path (a value that is not one-line JSON, a field of mixed types, a time with a
+    zone offset, ...)."""
+    values = values.combine_chunks()
+    present = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    out = np.full(len(values), NO_TIME, dtype=np.int64)
+    if not present.any():
+        return out
+    lines = values.filter(pa.array(present)).to_pylist()
+    if any(b"\n" in line for line in lines):
+        return None
+    try:
+        parsed = pa_json.read_json(io.BytesIO(b"\n".join(lines)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if parsed.num_rows != len(lines):
+        return None
+    columns = {name: parsed.column(name) for name in parsed.column_names}
+    if field.startswith(CHANGELOG_PREFIX):  # a debezium-json envelope: the time of the row it upserts
+        after = columns.get("after")
+        if after is None or not pa.types.is_struct(after.type):
+            return None
+        columns = {after.type.field(i).name: pc.struct_field(after, [i]) for i in range(after.type.num_fields)}
+        field = field[len(CHANGELOG_PREFIX):]
+    # the exact name first, then any name equal ignoring case
+    matching = sorted((name for name in columns if name.casefold() == field.casefold()), key=lambda n: n != field)
+    if not matching:
+        return out
+    millis = None
+    for name in matching:
+        column = _millis(columns[name])
+        if column is None:
+            return None
+        millis = column if millis is None else pc.coalesce(millis, column)
+    times = millis.to_numpy(zero_copy_only=False)
+    out[present] = np.where(pc.is_valid(millis).to_numpy(zero_copy_only=False), np.nan_to_num(times), NO_TIME)
+    return out
+
+
+def _millis(column) -> Optional[pa.Array]:
+    """A parsed JSON column as int64 milliseconds (nulls kept), or None if its type cannot be one."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = column.type
+    if pa.types.is_null(kind):
+        return pa.nulls(len(column), pa.int64())
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return pc.cast(column, pa.int64(), safe=False)
+    if pa.types.is_timestamp(kind):
+        return pc.cast(pc.cast(column, pa.timestamp("ms", kind.tz)), pa.int64())
+    if pa.types.is_string(kind):
+        try:
+            return pc.cast(pc.cast(column, pa.timestamp("ms")), pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    return None
 
 
 def stream_times(times: np.ndarray, start: int) -> np.ndarray:

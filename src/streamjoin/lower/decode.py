@@ -5,7 +5,9 @@ row has one column per field id, plus ``_rowtime`` (event time, ms), ``_seq`` (i
 (0), ``_stream_time`` (from the source, when the query needs a clock) and, on a TABLE, ``_tombstone`` (the record deletes its key). On a STREAM, records with a null
 value are ignored (DIALECT §1).
 
-Formats: values in JSON (default); keys in KAFKA format (a single primitive written as text) or JSON.
+Formats: values in JSON (default) or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the
+``after`` row, ``d`` deletes the ``before`` row's key; the null-value record after a delete is skipped);
+keys in KAFKA format (a single primitive written as text) or JSON.
 
 A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
 columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
@@ -24,23 +26,35 @@ from .expressions import compile_expr
 
 
 
+DEBEZIUM_OPS = ("c", "r", "u", "d")  # create, snapshot read, update, delete
+
+
 def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
     source = scan.source
-    if source.value_format not in ("JSON",):
+    debezium = source.changelog_format == "debezium-json"
+    if source.value_format not in ("JSON",) and not debezium:
         raise NotYetSupported(f"value format {source.value_format}", issue=7)
     df = records.where(F.col("topic") == F.lit(source.topic))
     value_cols = [c for c in source.columns if c.origin == "value"]
     value_schema = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
-    df = df.withColumn("__v", F.from_json(F.col("value").cast("string"), value_schema, JSON_READ_OPTIONS))
-    tombstone = F.col("value").isNull()
+    if debezium:  # {"before": row, "after": row, "op": ...}: a delete carries the old row, with its key
+        envelope = F.from_json(F.col("value").cast("string"), f"before struct<{value_schema}>, "
+                               f"after struct<{value_schema}>, op string", JSON_READ_OPTIONS)
+        # a null value is the Kafka tombstone that follows a delete: the delete already said it
+        df = df.withColumn("__e", envelope).where(F.col("__e.op").isin(*DEBEZIUM_OPS))
+        tombstone = F.col("__e.op") == "d"
+        df = df.withColumn("__v", F.when(tombstone, F.col("__e.before")).otherwise(F.col("__e.after")))
+    else:
+        df = df.withColumn("__v", F.from_json(F.col("value").cast("string"), value_schema, JSON_READ_OPTIONS))
+        tombstone = F.col("value").isNull()
     if source.kind == "STREAM":
-        df = df.where(F.col("value").isNotNull())
+        df = df.where(~tombstone)
     by_name = {f.name: f.id for f in scan.fields}
     selected: list[Column] = []
     key_cols = [c for c in source.columns if c.origin == "key"]
     for col in source.columns:
         fid = by_name[col.name]
-        if col.origin == "value" and source.kind == "TABLE" and col.name in source.key_columns:
+        if col.origin == "value" and source.kind == "TABLE" and col.name in source.key_columns and not debezium:
             # a Flink primary key lives in the value too, but a tombstone has only the record key
             from_key = _key_column(source.key_format, col, len(source.key_columns) > 1)
             selected.append(F.when(tombstone, from_key).otherwise(F.col("__v").getField(col.name)).alias(fid))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..connectors.event_time import CHANGELOG_PREFIX
 from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
@@ -47,12 +48,18 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
     if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
-        fields = {n.source.topic: n.source.timestamp_column for n in scans}
+        fields = {n.source.topic: _event_time_field(n.source) for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
         delays = watermark_delays(plan)
         if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
             reader = reader.option("watermarks", json.dumps(delays))
     return reader.load()
+
+
+def _event_time_field(source) -> str | None:
+    if source.timestamp_column and source.changelog_format == "debezium-json":
+        return CHANGELOG_PREFIX + source.timestamp_column
+    return source.timestamp_column
 
 
 def watermark_delays(plan: PlanNode) -> dict:

@@ -53,6 +53,9 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
     value_format = str(props.get("value_format") or props.get("value.format") or props.get("format") or "JSON").upper()
     changelog = value_format.lower() if value_format.lower() in CHANGELOG_FORMATS else None
     kind = _kind(stmt, style, connector, changelog, key_columns)
+    if changelog and not key_columns:
+        raise StatementError(f"{name} reads a {changelog} changelog: declare its PRIMARY KEY (...) NOT ENFORCED, "
+                             "so updates and deletes know the row they replace", rule="changelog-needs-key", pos=stmt.pos)
     if kind == "TABLE" and not key_columns:
         raise StatementError(
             f"TABLE {name} needs a PRIMARY KEY column (or the KEY property)", rule="table-needs-key", pos=stmt.pos

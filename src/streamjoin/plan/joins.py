@@ -111,18 +111,44 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         key_fields.append(kf)
         equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)}))
     key, key_equivalents = tuple(f.id for f in key_fields), tuple(equivalents)
+    kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
+    row_fields: tuple[Field, ...] = ()
+    if shape == "regular" and kind == "TABLE" and _pairs_on_keys(pairs, left, right):
+        shape = "table-table"  # Flink's upsert result of a join on both primary keys is the KSQL semantic table
     if shape == "table-table" and not _pairs_on_keys(pairs, left, right):
         shape = "foreign-key"
         key, key_equivalents = _foreign_key_result_key(pairs, left, right, join_type, key, key_equivalents)
-    kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
+    if shape == "regular":
+        kind, key, key_equivalents, row_fields = _regular_result_key(left, right, join_type, key, key_equivalents)
     return Join(
-        fields + tuple(key_fields), kind, key, key_equivalents,
+        fields + tuple(key_fields) + row_fields, kind, key, key_equivalents,
         left=left, right=right, join_type=join_type, shape=shape,
         left_side=JoinSide(tuple(p[0] for p in pairs), ex.conjoin(lf), _window(left)),
         right_side=JoinSide(tuple(p[1] for p in pairs), ex.conjoin(rf), _window(right)),
         residual=ex.conjoin(residual), within=item.within, system_time=system_time,
         join_key=tuple(f.id for f in key_fields), pos=item.pos,
     )
+
+
+def _regular_result_key(left: PlanNode, right: PlanNode, join_type: str, join_key, join_key_equivalents):
+    """A Flink regular join's result. INNER between two streams never retracts: a stream keyed by the join
+    key. Otherwise it is a changelog with one row per pair of input rows, keyed by both rows' identities: a
+    table row's primary key, a stream record's ingestion position (a hidden ``<alias>_row`` column)."""
+    if join_type == "INNER" and (left.kind, right.kind) == ("STREAM", "STREAM"):
+        return "STREAM", join_key, join_key_equivalents, ()
+    key, equivalents, row_fields = (), (), ()
+    for side, node in (("left", left), ("right", right)):
+        if node.kind == "TABLE":
+            key += tuple(node.key)
+            equivalents += tuple(frozenset([k]) for k in node.key)
+        else:
+            scan = base_scan(node)
+            name = f"{scan.alias if scan is not None and scan.alias else side}_row"
+            row = Field("", name, new_id(f"{side}_row"), "string", hidden=True)
+            row_fields += (row,)
+            key += (row.id,)
+            equivalents += (frozenset([row.id]),)
+    return "TABLE", key, equivalents, row_fields
 
 
 def _bind_lateral_table(lt: ast.LateralTable, left: Scope, binder: "Binder") -> PlanNode:

@@ -177,3 +177,14 @@ def temporal_join_type(join: Join) -> Optional[str]:
         return (f"FOR SYSTEM_TIME AS OF {expr_text(join.system_time)} must name the left input's time attribute "
                 "(its WATERMARK FOR column, or a PROCTIME() column)")
     return None
+
+
+@rule("regular-join-equi")
+def regular_join_equi(join: Join) -> Optional[str]:
+    if join.shape == "regular" and not join.left_side.keys:
+        return ("a regular join (no time bounds) needs an equality between the inputs (ON a.k = b.k); "
+                "for a time-bounded join add bounds on both time attributes")
+    if join.shape == "regular" and join.residual is not None:
+        return (f"{expr_text(join.residual)} is not an interval join bound: both inputs need WATERMARK FOR "
+                "on the compared columns")
+    return None

@@ -1,0 +1,250 @@
+"""Flink regular join: two Flink inputs joined without time bounds; both sides are kept and the result is a
+changelog in which an update retracts what it replaced.
+
+Semantics (DIALECT §3, Flink's streaming join). Each input is a set of rows that changes: a stream only
+gains rows (each record is a row of its own); a table upserts and deletes rows by primary key. The result
+holds one row per matching pair (equal join keys, each row passing its one-input ON predicates) and, on a
+preserved side, one null-padded row per row that matches nothing. Every input change updates the result at
+once: an inserted row adds its pairs (and removes the other side's padded rows it now matches); a deleted
+or replaced row removes its pairs (and pads the other side's rows left without a match). A result row is
+keyed by the identities of its two input rows (``plan.joins._regular_result_key``): it is written as an
+upsert on that key, and its removal as a tombstone. INNER between two streams never removes anything and
+is written as a stream. Output time is the time of the input change. A null join key never matches.
+
+With ``SET 'table.exec.state.ttl' = '<duration>'`` a stored row that has not changed for that long (by the
+query's clock, so results are reproducible; Flink uses processing time) is forgotten, without retracting
+the results it produced — as in Flink.
+
+Algorithm: a table side whose rows may change their join key first goes through a stage keyed by its
+primary key that turns each change into "retract the old row" (routed to the old join key) and "insert the
+new row". The second stage is keyed by a hash bucket of the join key and applies the changes of both sides
+in ingestion order, record at a time.
+
+State: stage 1 — per primary key, the row's current values and join key; stage 2 — per join key, every
+live row of both sides with its identity and the clock of its last change; plus the counts of dropped
+records. A row leaves state when it is deleted or replaced, or when its TTL expires.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
+from .base import LoweringContext
+from .keyed_inputs import (
+    BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side,
+)
+from .state import run_keyed
+
+LEFT, RIGHT = 0, 1
+RETRACT, ROW_ID = "__retract", "__row_id"
+TTL_PROPERTY = "table.exec.state.ttl"
+UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
+            "second": 1000, "seconds": 1000, "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000,
+            "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+
+
+class RegularJoin:
+    def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
+        keys = key_names(len(join.join_key))
+        ttl = parse_duration(ctx.properties.get(TTL_PROPERTY))
+        sides = []
+        for side, df, node, join_side in ((LEFT, left, join.left, join.left_side), (RIGHT, right, join.right, join.right_side)):
+            tagged = tag_side(df, side, join_side.keys, join_side.filter, keys, node)
+            sides.append(_changes(tagged, node, keys, ctx, ttl))
+        data = bucketed(sides[0].unionByName(sides[1], allowMissingColumns=True), keys, ctx.time_buckets)
+        left_cols, right_cols = payload(left), payload(right)
+        types = {f.name: f.dataType for f in data.schema.fields}
+        row_ids = [k for k in join.key if k not in types and k not in join.join_key]  # stream rows' identities
+        out_fields = [StructField(c, types[c]) for c in left_cols + right_cols]
+        out_fields += [StructField(jk, types[k]) for jk, k in zip(join.join_key, keys)]
+        out_fields += [StructField(r, StringType()) for r in row_ids]
+        out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+        if join.kind == "TABLE":
+            out_fields.append(StructField(TOMBSTONE, BooleanType()))
+        schema = StructType(out_fields)
+        identities = _identities(join, row_ids)
+        step = _join_step(keys, left_cols, right_cols, list(join.join_key), identities, join.join_type, ttl,
+                          schema.fieldNames())
+        return run_keyed(data, [BUCKET], step, schema)
+
+
+def parse_duration(text) -> int | None:
+    """'1 h', '10 min', '30s', '3600000' (ms) -> milliseconds; None when unset."""
+    if text is None or str(text).strip() == "":
+        return None
+    raw = str(text).strip().lower()
+    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz ").strip()
+    unit = raw[len(number):].strip() or "ms"
+    if unit not in UNITS_MS or not number.replace(".", "", 1).isdigit():
+        raise ValueError(f"{TTL_PROPERTY} = {text!r}: expected a duration such as '1 h', '10 min' or '30 s'")
+    return int(float(number) * UNITS_MS[unit])
+
+
+def _identities(join: Join, row_ids: list[str]):
+    """Per side: ('pk', primary-key columns) for a table, ('row', output column) for a stream."""
+    out, rows = [], iter(row_ids)
+    for node in (join.left, join.right):
+        out.append(("pk", list(node.key)) if node.kind == "TABLE" else ("row", next(rows, None)))
+    return out  # an append-only result (INNER of two streams) carries no identities
+
+
+def _changes(tagged: DataFrame, node: PlanNode, keys, ctx: LoweringContext, ttl) -> DataFrame:
+    """One side as ``insert`` / ``retract`` messages with a row identity. A stream's records are inserts; a
+    table's changes pass the per-primary-key stage, which retracts each row's previous version."""
+    if node.kind == "STREAM":
+        row_id = F.concat_ws(":", F.col(SEQ).cast("string"), F.col(SUB).cast("string"))
+        inserts = tagged.withColumn(RETRACT, F.lit(False)).withColumn(ROW_ID, row_id).drop(DELETE)
+        return inserts.withColumn(SUB, 2 * F.col(SUB) + 1)  # as the per-primary-key stage numbers an insert
+    pk = list(node.key)
+    cols = payload(tagged)
+    by_pk = bucketed(tagged.withColumn(ROW_ID, F.to_json(F.array(*[F.col(k) for k in pk]))), [ROW_ID], ctx.time_buckets)
+    types = {f.name: f.dataType for f in by_pk.schema.fields}
+    schema = StructType(
+        [StructField(c, types[c]) for c in cols + keys]
+        + [StructField(SIDE, types[SIDE]), StructField(OK, BooleanType()), StructField(RETRACT, BooleanType()),
+           StructField(ROW_ID, StringType())]
+        + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+    )
+    return run_keyed(by_pk, [BUCKET], _versions_step(cols, keys, ttl, schema.fieldNames()), schema)
+
+
+def _versions_step(cols, keys, ttl, out_names):
+    carried = cols + keys + [OK]
+
+    def step(saved, rows: pd.DataFrame):
+        saved = saved or {"store": {}, "dropped": {}}
+        store = saved["store"]  # row id -> (values of ``carried``, clock of its last change)
+        rows = rows.sort_values([SEQ, SUB], kind="stable")
+        out = []
+        for rec in rows.to_dict("records"):
+            row_id, clock = rec[ROW_ID], _clock(rec[STREAM_TIME])
+            old = store.pop(row_id, None)
+            if old is not None and _alive(old[1], clock, ttl):
+                out.append({**dict(zip(carried, old[0])), **_meta(rec, 2 * rec[SUB]), RETRACT: True,
+                            ROW_ID: row_id, SIDE: rec[SIDE]})
+            if not rec[DELETE]:
+                values = tuple(rec[c] for c in carried)
+                store[row_id] = (values, clock)
+                out.append({**dict(zip(carried, values)), **_meta(rec, 2 * rec[SUB] + 1), RETRACT: False,
+                            ROW_ID: row_id, SIDE: rec[SIDE]})
+        _purge(store, lambda entry: entry[1], _clock(rows[STREAM_TIME].max()), ttl)
+        saved["rows"] = len(store)
+        return pd.DataFrame(out, columns=out_names), saved
+
+    return step
+
+
+def _meta(rec, sub):
+    return {ROWTIME: rec[ROWTIME], SEQ: rec[SEQ], SUB: sub, STREAM_TIME: rec[STREAM_TIME]}
+
+
+def _clock(value) -> int:
+    return int(clock_values([value])[0])
+
+
+def _alive(last_change: int, clock: int, ttl) -> bool:
+    """Whether a row last changed at ``last_change`` is still kept when the clock reads ``clock``."""
+    return ttl is None or clock == NO_TIME or last_change >= clock - ttl
+
+
+def _purge(store: dict, last_change, clock: int, ttl) -> None:
+    for row_id in [r for r, entry in store.items() if not _alive(last_change(entry), clock, ttl)]:
+        del store[row_id]
+
+
+def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names):
+    outer = {LEFT: join_type in ("LEFT", "FULL"), RIGHT: join_type in ("RIGHT", "FULL")}
+    cols = {LEFT: left_cols, RIGHT: right_cols}
+
+    absent_identities = {column: None for kind, column in identities if kind == "row" and column}
+
+    def new_entry(side, rec) -> dict:
+        kind, column = identities[side]
+        return {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
+                "identity": {column: rec[ROW_ID]} if kind == "row" and column else {}, "clock": _clock(rec[STREAM_TIME])}
+
+    def result(l_entry, r_entry, key, retract: bool, rec, sub) -> dict:
+        row = {TOMBSTONE: retract, **_meta(rec, sub), **dict(zip(key_ids, key)), **absent_identities}
+        for side, entry in ((LEFT, l_entry), (RIGHT, r_entry)):
+            for c in cols[side]:
+                row[c] = entry["values"][c] if entry is not None else None
+            if entry is not None:
+                row.update(entry["identity"])
+        return row
+
+    def apply(group, side, rec, changes: dict) -> None:
+        """One message: insert or retract a row of ``side``; record the result rows it adds or removes."""
+        other, retract, clock = 1 - side, bool(rec[RETRACT]), _clock(rec[STREAM_TIME])
+        entry = group[side].pop(rec[ROW_ID], None) if retract else new_entry(side, rec)
+        if entry is None or not _alive(entry["clock"], clock, ttl):
+            return  # a retraction of a row whose TTL expired: its results stay, as in Flink
+
+        def emit(l_entry, r_entry, removed: bool):
+            pair = (None if l_entry is None else l_entry["id"], None if r_entry is None else r_entry["id"])
+            changes.pop(pair, None)  # the last word on a result key wins: a retract + insert is an upsert
+            changes[pair] = (l_entry, r_entry, removed)
+
+        def live(s):
+            return [e for e in group[s].values() if e["ok"] and _alive(e["clock"], clock, ttl)]
+
+        matches = live(other) if entry["ok"] else []
+        first_or_last = outer[other] and not live(side)  # the other side's rows had no match but this one
+        for m in matches:
+            if first_or_last and not retract:
+                emit(*_padded(other, m), removed=True)
+            emit(*((entry, m) if side == LEFT else (m, entry)), removed=retract)
+            if first_or_last and retract:
+                emit(*_padded(other, m), removed=False)
+        if not matches and outer[side]:
+            emit(*_padded(side, entry), removed=retract)
+        if not retract:
+            group[side][entry["id"]] = entry
+
+    def step(saved, rows: pd.DataFrame):
+        saved = saved or {"groups": {}, "dropped": {}}
+        groups = saved["groups"]  # join key -> {side: {row id: entry}}
+        rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2)
+        rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable")
+        out, changes, current, last = [], {}, None, None
+
+        def flush():
+            for n, (l_entry, r_entry, removed) in enumerate(changes.values()):
+                out.append(result(l_entry, r_entry, current[3], removed, last, int(last[SUB]) * 1000 + n))
+            changes.clear()
+
+        for rec in rows.to_dict("records"):
+            key = tuple(None if _missing(rec[k]) else rec[k] for k in keys)
+            change = (rec[SEQ], rec["__change"], rec[SIDE], key)  # one input change: its retract and its insert
+            if change != current:
+                if current is not None:
+                    flush()
+                current = change
+            last = rec
+            apply(groups.setdefault(key, {LEFT: {}, RIGHT: {}}), rec[SIDE], rec, changes)
+        if current is not None:
+            flush()
+        clock = _clock(rows[STREAM_TIME].max()) if len(rows) else NO_TIME
+        for key in list(groups):
+            for side in (LEFT, RIGHT):
+                _purge(groups[key][side], lambda e: e["clock"], clock, ttl)
+            if not groups[key][LEFT] and not groups[key][RIGHT]:
+                del groups[key]
+        saved["rows"] = sum(len(g[LEFT]) + len(g[RIGHT]) for g in groups.values())
+        return pd.DataFrame(out, columns=out_names), saved
+
+    return step
+
+
+def _padded(side, entry):
+    return (entry, None) if side == LEFT else (None, entry)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+OPERATOR = RegularJoin()
