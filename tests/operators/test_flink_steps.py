@@ -1,6 +1,7 @@
-"""The Flink interval and temporal joins' per-bucket steps driven with pandas frames (no Spark): random
-out-of-order inputs under a watermark, cut into micro-batches at random places, give the same rows as one
-batch, and state is purged once the watermark has passed everything."""
+"""The Flink joins' per-bucket steps driven with pandas frames (no Spark): random out-of-order inputs under a
+watermark, cut into micro-batches at random places, give the same rows as one batch, and state is purged
+once the watermark has passed everything; a regular join's changelog, applied to an upsert sink, holds
+exactly the join of the final tables."""
 from __future__ import annotations
 
 import random
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamjoin.operators import temporal
+from streamjoin.operators import regular, temporal
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.operators.stream_stream import Window, _bucket_processor
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
@@ -96,3 +97,66 @@ def test_state_is_purged_by_the_watermark(name, make, join_type):
     else:  # per key only the version valid at the watermark is still reachable
         assert stored.groupby("__k0").size().max() == 1
         assert len(state["waiting"]) <= 1  # only the last stream record, at the watermark itself
+
+
+# ------------------------------------------------------------------ regular join of two upsert tables
+
+def table_changes(seed: int, n: int = 80):
+    """Random upserts and deletes of rows (side, pk) whose join key ('a'..'c') may change."""
+    rnd = random.Random(seed)
+    return [(rnd.randrange(2), f"p{rnd.randrange(6)}", rnd.choice("abc"), rnd.random() < 0.2, f"v{i}") for i in range(n)]
+
+
+def regular_run(changes, cuts, join_type):
+    cols = {0: ["lpk", "lv"], 1: ["rpk", "rv"]}
+    versions = {side: regular._versions_step(cols[side], ["__k0"], None, cols[side] + ["__k0", SIDE, OK, regular.RETRACT,
+                                              regular.ROW_ID, ROWTIME, SEQ, SUB, STREAM_TIME]) for side in (0, 1)}
+    out_names = ["lpk", "lv", "rpk", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME, "_tombstone"]
+    join = regular._join_step(["__k0"], cols[0], cols[1], ["jk"], [("pk", ["lpk"]), ("pk", ["rpk"])], join_type, None, out_names)
+    states, join_state, written = {0: None, 1: None}, None, {}
+    bounds = [0] + sorted(cuts) + [len(changes)]
+    for a, b in zip(bounds, bounds[1:]):
+        messages = []
+        for side in (0, 1):
+            rows = [{cols[side][0]: pk, cols[side][1]: None if delete else value, "__k0": None if delete else key,
+                     SIDE: side, OK: True, DELETE: delete, regular.ROW_ID: f'["{pk}"]', ROWTIME: i, SEQ: i, SUB: 0,
+                     STREAM_TIME: i}
+                    for i, (s, pk, key, delete, value) in enumerate(changes[a:b], start=a) if s == side]
+            if rows:
+                out, states[side] = versions[side](states[side], pd.DataFrame(rows))
+                messages.append(out)
+        out, join_state = join(join_state, pd.concat(messages, ignore_index=True))
+        for rec in out.sort_values([SEQ, SUB]).to_dict("records"):  # an upsert sink keyed by both primary keys
+            key = (rec["lpk"] if isinstance(rec["lpk"], str) else None, rec["rpk"] if isinstance(rec["rpk"], str) else None)
+            if rec["_tombstone"]:
+                assert key in written, f"tombstone for a result never written: {key}"
+                del written[key]
+            else:
+                written[key] = (rec["lv"] if isinstance(rec["lv"], str) else None, rec["rv"] if isinstance(rec["rv"], str) else None)
+    return written
+
+
+def final_join(changes, join_type):
+    tables = {0: {}, 1: {}}
+    for side, pk, key, delete, value in changes:
+        tables[side].pop(pk, None) if delete else tables[side].__setitem__(pk, (key, value))
+    result = {}
+    for lpk, (lk, lv) in tables[0].items():
+        for rpk, (rk, rv) in tables[1].items():
+            if lk == rk:
+                result[(lpk, rpk)] = (lv, rv)
+    if join_type in ("LEFT", "FULL"):
+        result.update({(lpk, None): (lv, None) for lpk, (lk, lv) in tables[0].items() if all(lk != rk for rk, _ in tables[1].values())})
+    if join_type in ("RIGHT", "FULL"):
+        result.update({(None, rpk): (None, rv) for rpk, (rk, rv) in tables[1].items() if all(rk != lk for lk, _ in tables[0].values())})
+    return result
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL"])
+def test_regular_join_changelog_materialises_the_join_of_the_final_tables(join_type, seed):
+    changes = table_changes(seed)
+    expected = final_join(changes, join_type)
+    assert regular_run(changes, [], join_type) == expected
+    assert regular_run(changes, list(range(1, len(changes))), join_type) == expected
+    assert regular_run(changes, random.Random(seed).sample(range(1, len(changes)), 7), join_type) == expected

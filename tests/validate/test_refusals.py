@@ -80,6 +80,11 @@ REFUSED = [
     ("temporal join AS OF a plain column",
      "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.t2 AS r ON o.id = r.cur;",
      "temporal-join-type", "time attribute"),
+    ("regular join without an equality",
+     "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates r ON o.x > r.rate;", "regular-join-equi", "equality"),
+    ("debezium-json changelog without a primary key",
+     "CREATE TABLE Cdc (id STRING, v INT) WITH ('connector' = 'kafka', 'topic' = 'cdc', 'format' = 'debezium-json');",
+     "changelog-needs-key", "PRIMARY KEY"),
     ("temporal join on a non-key column",
      "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.x = r.rate;",
      "stream-table-on-table-key", "primary key"),
@@ -117,6 +122,10 @@ ACCEPTED = [
     "INSERT INTO J SELECT o.id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.id = r.cur;",
     "INSERT INTO J SELECT o.id, r.rate FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.p AS r ON o.id = r.cur;",
     "INSERT INTO J SELECT o.id, r.x FROM Orders o, LATERAL TABLE (RatesAt(o.t)) AS r WHERE r.oid = o.id;",
+    "INSERT INTO J SELECT o.id, r.rate FROM Orders o FULL JOIN Rates r ON o.id = r.cur;",
+    "INSERT INTO J SELECT o.id, n.oid FROM Orders o LEFT JOIN NoWm n ON o.id = n.oid;",
+    "CREATE TABLE Cdc (id STRING, v INT, PRIMARY KEY (id) NOT ENFORCED) "
+    "WITH ('connector' = 'kafka', 'topic' = 'cdc', 'format' = 'debezium-json');",
 ]
 
 

@@ -81,9 +81,10 @@ def _arrow_event_times(values: pa.ChunkedArray, field: str) -> Optional[np.ndarr
     out = np.full(len(values), NO_TIME, dtype=np.int64)
     if not present.any():
         return out
-    lines = values.filter(pa.array(present)).to_pylist()
-    if any(b"\n" in line for line in lines):
+    present_values = values.filter(pa.array(present))
+    if pc.any(pc.match_substring(present_values.cast(pa.large_binary()), "\n")).as_py():
         return None
+    lines = present_values.to_pylist()
     try:
         parsed = pa_json.read_json(io.BytesIO(b"\n".join(lines)))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

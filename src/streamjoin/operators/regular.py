@@ -8,7 +8,8 @@ preserved side, one null-padded row per row that matches nothing. Every input ch
 once: an inserted row adds its pairs (and removes the other side's padded rows it now matches); a deleted
 or replaced row removes its pairs (and pads the other side's rows left without a match). A result row is
 keyed by the identities of its two input rows (``plan.joins._regular_result_key``): it is written as an
-upsert on that key, and its removal as a tombstone. INNER between two streams never removes anything and
+upsert on that key, and its removal as a tombstone; of the changes one input change makes to a result key
+within one join key only the net effect is written (an update of a matched row is one upsert). INNER between two streams never removes anything and
 is written as a stream. Output time is the time of the input change. A null join key never matches.
 
 With ``SET 'table.exec.state.ttl' = '<duration>'`` a stored row that has not changed for that long (by the
@@ -185,8 +186,11 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
 
         def emit(l_entry, r_entry, removed: bool):
             pair = (None if l_entry is None else l_entry["id"], None if r_entry is None else r_entry["id"])
-            changes.pop(pair, None)  # the last word on a result key wins: a retract + insert is an upsert
-            changes[pair] = (l_entry, r_entry, removed)
+            # within one input change only the net effect on a result key is written: a key first retracted
+            # existed before it; an insert and a retract of a key that did not exist cancel out
+            previous = changes.pop(pair, None)
+            existed = previous[3] if previous is not None else removed
+            changes[pair] = (l_entry, r_entry, removed, existed)
 
         def live(s):
             return [e for e in group[s].values() if e["ok"] and _alive(e["clock"], clock, ttl)]
@@ -212,7 +216,9 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         out, changes, current, last = [], {}, None, None
 
         def flush():
-            for n, (l_entry, r_entry, removed) in enumerate(changes.values()):
+            written = [(l_entry, r_entry, removed) for l_entry, r_entry, removed, existed in changes.values()
+                       if existed or not removed]
+            for n, (l_entry, r_entry, removed) in enumerate(written):
                 out.append(result(l_entry, r_entry, current[3], removed, last, int(last[SUB]) * 1000 + n))
             changes.clear()
 
