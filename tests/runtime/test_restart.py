@@ -49,6 +49,7 @@ CREATE TABLE fr (k STRING, v INT, t TIMESTAMP(3), PRIMARY KEY (k) NOT ENFORCED, 
   WITH ('connector' = 'upsert-kafka', 'topic' = 'fr', 'key.format' = 'json', 'value.format' = 'json');
 INSERT INTO shipped SELECT o.id, s.id AS sid FROM fo o LEFT JOIN fs s ON o.k = s.k AND s.t BETWEEN o.t AND o.t + INTERVAL '5' SECOND;
 INSERT INTO versioned SELECT o.id, r.v FROM fo o LEFT JOIN fr FOR SYSTEM_TIME AS OF o.t AS r ON o.k = r.k;
+INSERT INTO regular SELECT s.id, r.v FROM fs s FULL JOIN fr r ON s.k = r.k;
 """
 
 
@@ -67,7 +68,7 @@ FLINK_INPUTS = [  # event times run up to 4 s behind ingestion order, so some re
 # one script, so the three Spark runs (reference, killed, restarted) are paid once for every operator
 SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT
 INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS
-SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned")
+SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular")
 
 
 def _run(home, script, *extra):

@@ -19,9 +19,14 @@ conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import shutil
 from typing import Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -94,11 +99,14 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
         )
         self.ticks = int(options.get("ticks", "0") or 0)
+        self.clock_cache = _ClockCache(self.root, self.topics, event_time, watermarks) if self.clock else None
 
     def _store(self) -> TopicStore:
         return TopicStore(self.root)
 
     def initialOffset(self) -> dict:
+        if self.clock_cache is not None:
+            self.clock_cache.clear()
         if self.starting == "latest":
             return self._offset(self._store().committed_seq(), None)
         return self._offset(0, None)
@@ -125,7 +133,8 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if self.clock is None or end == after:
             return self._offset(end, self._clock_state(start), start.get("nullValues"))
         table = _read_slice(self.root, self.topics, after, end)
-        _, clock_state = self.clock.run(table, self._clock_state(start))
+        clock, clock_state = self.clock.run(table, self._clock_state(start))
+        self.clock_cache.put(after, end, clock)
         return self._offset(end, clock_state, _count_null_values(table, start.get("nullValues") or {}))
 
     def reportLatestOffset(self) -> dict:
@@ -143,7 +152,9 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if table is None:
             return
         if self.clock is not None:
-            times, _ = self.clock.run(table, partition.clock_state)
+            times = self.clock_cache.get(partition.after_seq, partition.upto_seq, table.num_rows)
+            if times is None:
+                times, _ = self.clock.run(table, partition.clock_state)
             stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
         else:
             stream_time = pa.nulls(table.num_rows, pa.int64())
@@ -158,7 +169,46 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py())
 
     def commit(self, end: dict) -> None:
-        pass
+        if self.clock_cache is not None:
+            self.clock_cache.drop_upto(end["seq"])
+
+
+class _ClockCache:
+    """The clock of each planned batch, as the driver computed it when it planned the batch, so the worker
+    that reads the batch need not parse every event time again. Files under ``<root>/.clock/<config>``, one
+    per batch, removed once the batch commits; a missing file is simply recomputed. A query starting without
+    a checkpoint clears the directory; a restarted one may find the file of the batch it replays, which
+    holds the same values (topics only grow, so a slice of ingestion order never changes)."""
+
+    def __init__(self, root: str, topics: list[str], event_time: str, watermarks: Optional[str]):
+        digest = hashlib.sha1(json.dumps([sorted(topics), event_time, watermarks]).encode()).hexdigest()[:16]
+        self.dir = os.path.join(root, ".clock", digest)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _path(self, after: int, upto: int) -> str:
+        return os.path.join(self.dir, f"{after}-{upto}.npy")
+
+    def put(self, after: int, upto: int, clock: np.ndarray) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = self._path(after, upto) + f".{os.getpid()}.tmp"
+        with open(tmp, "wb") as out:
+            np.save(out, clock)
+        os.replace(tmp, self._path(after, upto))
+
+    def get(self, after: int, upto: int, rows: int) -> Optional[np.ndarray]:
+        try:
+            clock = np.load(self._path(after, upto))
+        except (OSError, ValueError):
+            return None
+        return clock if len(clock) == rows else None
+
+    def drop_upto(self, seq: int) -> None:
+        for name in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
+            if name.endswith(".npy") and int(name.split("-")[1][:-4]) <= seq:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.dir, name))
 
 
 def _count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
