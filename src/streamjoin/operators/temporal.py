@@ -74,7 +74,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
                           "ord": 0, "dropped": {}}
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         clock = clock_values(rows[STREAM_TIME])
-        data = restore_integers(rows[rows[SIDE] != TICK], integral_keys)
+        data = restore_integers(rows[rows[SIDE] != TICK].copy(), integral_keys)
         times = data[ROWTIME].to_numpy(dtype=float)  # NaN: a record without an event time
         no_time = np.isnan(times)
         late = ~no_time & (times < clock_values(data[STREAM_TIME]))
