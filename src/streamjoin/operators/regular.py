@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
+from ..errors import StatementError
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
 from .base import LoweringContext
 from .keyed_inputs import (
@@ -81,7 +82,8 @@ def parse_duration(text) -> int | None:
     number = raw.rstrip("abcdefghijklmnopqrstuvwxyz ").strip()
     unit = raw[len(number):].strip() or "ms"
     if unit not in UNITS_MS or not number.replace(".", "", 1).isdigit():
-        raise ValueError(f"{TTL_PROPERTY} = {text!r}: expected a duration such as '1 h', '10 min' or '30 s'")
+        raise StatementError(f"SET '{TTL_PROPERTY}' = '{text}': expected a duration such as '1 h', '10 min' or '30 s'",
+                             rule="state-ttl")
     return int(float(number) * UNITS_MS[unit])
 
 
@@ -102,7 +104,7 @@ def _changes(tagged: DataFrame, node: PlanNode, keys, ctx: LoweringContext, ttl)
         return inserts.withColumn(SUB, 2 * F.col(SUB) + 1)  # as the per-primary-key stage numbers an insert
     pk = list(node.key)
     cols = payload(tagged)
-    by_pk = bucketed(tagged.withColumn(ROW_ID, F.to_json(F.array(*[F.col(k) for k in pk]))), [ROW_ID], ctx.time_buckets)
+    by_pk = bucketed(tagged.withColumn(ROW_ID, F.to_json(F.struct(*pk))), [ROW_ID], ctx.time_buckets)
     types = {f.name: f.dataType for f in by_pk.schema.fields}
     schema = StructType(
         [StructField(c, types[c]) for c in cols + keys]

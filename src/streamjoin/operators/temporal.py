@@ -7,8 +7,8 @@ function's KEY): a stream record ``s`` joins the version of its key with the lar
 version is a delete (a tombstone, or a change failing the table's ON predicates) — then it has no match.
 INNER drops an unmatched record; LEFT emits it with the table columns null. Output time is ``s.t``.
 
-Time is the query's watermark (``connectors.event_time``). A stream record is emitted at the first record
-whose watermark passes its time (``W > s.t``): from then on, every version with a time ``<= s.t`` has been
+Time is the query's watermark (``connectors.event_time``). A stream record is emitted in the micro-batch
+in which the watermark passes its time (``W > s.t``), at the batch's end, in order of time: from then on, every version with a time ``<= s.t`` has been
 read, because a version read later is older than the watermark. Records older than the watermark when
 read (``t < W``), of either input, are late: dropped and counted (Flink would join them against whatever
 versions it had not yet cleaned up, which depends on timing). ``FOR SYSTEM_TIME AS OF`` a processing-time
@@ -16,8 +16,8 @@ attribute is the latest version as of ingestion order: the stream-table join (``
 
 Algorithm: both inputs are unioned and grouped by a hash bucket of the join key, with one tick row per
 bucket carrying the batch-end watermark. In each bucket a micro-batch appends its versions to the stored
-ones, finds where each waiting record's watermark passes its time (a binary search over the batch's
-watermarks) and looks the due records up with an as-of merge on (key, time).
+ones, takes the waiting records whose time the batch-end watermark passed and looks them up with an as-of
+merge on (key, time).
 
 State (per bucket, one pickled value): the versions still reachable and the stream records waiting for
 the watermark, and the counts of dropped records. Purge: once the watermark is ``W``, every later lookup
@@ -42,6 +42,7 @@ from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, VERSION = 0, 1
 ORD, ALIVE = "__ord", "__alive"
+ORDER_SCALE = 1_000_000  # _sub of an emitted row: its time, then its ingestion order
 
 
 class TemporalJoin:
@@ -94,9 +95,8 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         arriving = data[usable & ~is_version & (outer | ~null_key)].copy()  # LEFT: a null key waits, to be padded
         arriving[OK] = arriving[OK].to_numpy(dtype=bool) & ~arriving[NULL_KEY].to_numpy(dtype=bool)
         waiting = _concat(saved["waiting"], arriving[waiting_cols])
-        due_at = np.searchsorted(clock, waiting[ROWTIME].to_numpy(dtype=np.int64), side="right")
-        due = due_at < len(clock)
-        out = _emit(waiting[due], due_at[due], rows, store, keys, stream_cols, table_cols, key_ids, outer)
+        due = waiting[ROWTIME].to_numpy(dtype=np.int64) < (clock[-1] if len(clock) else NO_TIME)  # clock is sorted
+        out = _emit(waiting[due], rows, store, keys, stream_cols, table_cols, key_ids, outer)
         saved["waiting"] = waiting[~due].reset_index(drop=True)
         saved["store"] = _purge(store, keys, int(clock[-1]) if len(clock) else NO_TIME)
         saved["rows"] = len(saved["store"]) + len(saved["waiting"])
@@ -105,13 +105,12 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
     return step
 
 
-def _emit(due: pd.DataFrame, due_at: np.ndarray, rows: pd.DataFrame, store: pd.DataFrame, keys, stream_cols,
+def _emit(due: pd.DataFrame, rows: pd.DataFrame, store: pd.DataFrame, keys, stream_cols,
           table_cols, key_ids, outer: bool) -> pd.DataFrame:
     """Join the due stream records with the version valid at their time, in the order they fall due."""
     if not len(due):
         return pd.DataFrame()
-    due = due.assign(__due=due_at, __pos=np.arange(len(due))).sort_values(
-        ["__due", ROWTIME, SEQ, SUB], kind="stable").reset_index(drop=True)
+    due = due.sort_values([ROWTIME, SEQ, SUB], kind="stable").reset_index(drop=True)
     found = _as_of(due, store, keys)
     matched = due[OK].to_numpy(dtype=bool) & (found >= 0)
     matched[matched] = store[ALIVE].to_numpy(dtype=bool)[found[matched]]
@@ -120,11 +119,14 @@ def _emit(due: pd.DataFrame, due_at: np.ndarray, rows: pd.DataFrame, store: pd.D
         out[c] = take(store[c].to_numpy(), found, matched)
     for jk, k in zip(key_ids, keys):
         out[jk] = due[k].to_numpy()
-    positions = due["__due"].to_numpy()
-    out[ROWTIME] = due[ROWTIME].to_numpy(dtype=np.int64)
-    out[SEQ] = rows[SEQ].to_numpy(dtype=np.int64)[positions]
-    out[SUB] = -len(out) + np.arange(len(out)) - 1  # before the outputs of the record they fall due at
-    out[STREAM_TIME] = rows[STREAM_TIME].to_numpy()[positions]
+    # Every record due in this batch leaves at the batch's end (its tick), ordered by (time, ingestion order):
+    # the order in which the watermark passes them, whatever the cut. (The exact record whose watermark
+    # passed each one may be in another bucket.)
+    times = due[ROWTIME].to_numpy(dtype=np.int64)
+    out[ROWTIME] = times
+    out[SEQ] = int(rows[SEQ].iloc[-1])
+    out[SUB] = times * ORDER_SCALE + due[SEQ].to_numpy(dtype=np.int64) % ORDER_SCALE
+    out[STREAM_TIME] = rows[STREAM_TIME].iloc[-1]
     return out if outer else out[matched].reset_index(drop=True)
 
 

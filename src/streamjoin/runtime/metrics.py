@@ -30,8 +30,8 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
             continue
         for (blob,) in values:
             state = pickle.loads(blob) if blob is not None else None
-            if isinstance(state, dict) and "store" in state:
-                metrics["state_rows"] += state.get("rows", len(state["store"]))
+            if isinstance(state, dict) and ("store" in state or "rows" in state):
+                metrics["state_rows"] += state.get("rows", len(state.get("store", ())))
                 for name, count in state.get("dropped", {}).items():
                     metrics[name] = metrics.get(name, 0) + count
     return metrics
