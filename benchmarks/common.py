@@ -1,8 +1,11 @@
 """Shared benchmark plumbing: a SparkSession, timing a streaming query, reading its progress."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import statistics
+import tempfile
 import time
 
 from pyspark.sql import DataFrame
@@ -87,3 +90,16 @@ def time_streamjoin(spark, variants: dict, root: str, work: str, input_rows: int
             df = streamjoin_query(spark, sql, root, per_batch)
             results[name] = time_query(df, os.path.join(work, f"ck-{name}"), input_rows, pickled_state_rows)
     return results
+
+
+@contextlib.contextmanager
+def topics_workspace(generate, rows: int):
+    """A temporary directory holding ``generate(root, rows)``'s embedded topics under ``root``; yields
+    (SparkSession, work directory, topics root) and removes the directory afterwards."""
+    work = tempfile.mkdtemp(prefix="sjbench-")
+    root = os.path.join(work, "topics")
+    generate(root, rows)
+    try:
+        yield session(), work, root
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

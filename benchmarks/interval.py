@@ -5,12 +5,10 @@ to the no-op sink; streamjoin also computes the watermark of every record in its
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
-from common import session, time_query, time_streamjoin
+from common import time_query, time_streamjoin, topics_workspace
 
 KEYS = 100_000
 STEP_MS = 10  # event time advances 10 ms per record and side: +/- 5 minutes holds ~30k records a side
@@ -53,28 +51,24 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
     from pyspark.sql import functions as F
 
-    spark = session()
-    work = tempfile.mkdtemp(prefix="sjbench-")
-    root = os.path.join(work, "topics")
-    generate(root, rows)
-    per_batch = max(1, (2 * rows) // batches)
-    results = {}
+    with topics_workspace(generate, rows) as (spark, work, root):
+        per_batch = max(1, (2 * rows) // batches)
+        results = {}
 
-    if not only or "spark-native-inner" in only:
-        raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
-               .option("maxRecordsPerBatch", str(per_batch)).load())
+        if not only or "spark-native-inner" in only:
+            raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
+                   .option("maxRecordsPerBatch", str(per_batch)).load())
 
-        def side(topic, field, prefix):
-            value = F.from_json(F.col("value").cast("string"), f"k INT, {field} BIGINT, t TIMESTAMP")
-            return (raw.where(F.col("topic") == topic).select(value.alias("v"))
-                    .select(F.col("v.k").alias(f"{prefix}k"), F.col(f"v.{field}").alias(field), F.col("v.t").alias(f"{prefix}t"))
-                    .withWatermark(f"{prefix}t", "10 seconds"))
+            def side(topic, field, prefix):
+                value = F.from_json(F.col("value").cast("string"), f"k INT, {field} BIGINT, t TIMESTAMP")
+                return (raw.where(F.col("topic") == topic).select(value.alias("v"))
+                        .select(F.col("v.k").alias(f"{prefix}k"), F.col(f"v.{field}").alias(field), F.col("v.t").alias(f"{prefix}t"))
+                        .withWatermark(f"{prefix}t", "10 seconds"))
 
-        left, right = side("left", "v", "l"), side("right", "w", "r")
-        joined = left.join(right, F.expr("lk = rk AND rt BETWEEN lt - INTERVAL 5 MINUTES AND lt + INTERVAL 5 MINUTES"))
-        results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
+            left, right = side("left", "v", "l"), side("right", "w", "r")
+            joined = left.join(right, F.expr("lk = rk AND rt BETWEEN lt - INTERVAL 5 MINUTES AND lt + INTERVAL 5 MINUTES"))
+            results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
 
-    variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "LEFT")}
-    results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
-    shutil.rmtree(work, ignore_errors=True)
-    return results
+        variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "LEFT")}
+        results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
+        return results

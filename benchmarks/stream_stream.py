@@ -4,12 +4,10 @@ Both read the same embedded topics through the same source; both write to the no
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
-from common import session, time_query, time_streamjoin
+from common import time_query, time_streamjoin, topics_workspace
 
 KEYS = 100_000
 STEP_MS = 10  # event time advances 10 ms per record and side: a 5-minute window holds ~30k records a side
@@ -50,27 +48,23 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
     from pyspark.sql import functions as F
 
-    spark = session()
-    work = tempfile.mkdtemp(prefix="sjbench-")
-    root = os.path.join(work, "topics")
-    generate(root, rows)
-    per_batch = max(1, (2 * rows) // batches)
-    results = {}
+    with topics_workspace(generate, rows) as (spark, work, root):
+        per_batch = max(1, (2 * rows) // batches)
+        results = {}
 
-    if not only or "spark-native-inner" in only:
-        raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
-               .option("maxRecordsPerBatch", str(per_batch)).load())
-        def side(topic, field, prefix):
-            return (raw.where(F.col("topic") == topic)
-                    .select(F.col("key").cast("string").cast("int").alias(f"{prefix}k"),
-                            F.get_json_object(F.col("value").cast("string"), f"$.{field}").cast("bigint").alias(field),
-                            F.timestamp_millis("timestamp").alias(f"{prefix}ts"))
-                    .withWatermark(f"{prefix}ts", "10 seconds"))
-        left, right = side("left", "V", "l"), side("right", "W", "r")
-        joined = left.join(right, F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 5 MINUTES AND lts + INTERVAL 5 MINUTES"))
-        results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
+        if not only or "spark-native-inner" in only:
+            raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
+                   .option("maxRecordsPerBatch", str(per_batch)).load())
+            def side(topic, field, prefix):
+                return (raw.where(F.col("topic") == topic)
+                        .select(F.col("key").cast("string").cast("int").alias(f"{prefix}k"),
+                                F.get_json_object(F.col("value").cast("string"), f"$.{field}").cast("bigint").alias(field),
+                                F.timestamp_millis("timestamp").alias(f"{prefix}ts"))
+                        .withWatermark(f"{prefix}ts", "10 seconds"))
+            left, right = side("left", "V", "l"), side("right", "W", "r")
+            joined = left.join(right, F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 5 MINUTES AND lts + INTERVAL 5 MINUTES"))
+            results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
 
-    variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "LEFT", "FULL")}
-    results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
-    shutil.rmtree(work, ignore_errors=True)
-    return results
+        variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "LEFT", "FULL")}
+        results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
+        return results

@@ -4,13 +4,9 @@ the reference (ratio 1.0) is streamjoin's processing-time temporal join (the str
 same data; rows/s count orders and versions, state rows are versions and waiting orders at the peak."""
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-
 import numpy as np
 
-from common import session, time_streamjoin
+from common import time_streamjoin, topics_workspace
 
 KEYS = 100_000
 VERSIONS = 10
@@ -53,15 +49,11 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
-    spark = session()
-    work = tempfile.mkdtemp(prefix="sjbench-")
-    root = os.path.join(work, "topics")
-    generate(root, rows)
-    per_batch = max(1, (2 * rows) // batches)
-    variants = {"streamjoin-proctime-reference": (DDL + JOIN.format(time="pt"), per_batch),
-                "streamjoin-event-time": (DDL + JOIN.format(time="t"), per_batch)}
-    results = time_streamjoin(spark, variants, root, work, 2 * rows, only)
-    if "streamjoin-proctime-reference" in results:
-        results["streamjoin-proctime-reference"]["baseline"] = True
-    shutil.rmtree(work, ignore_errors=True)
-    return results
+    with topics_workspace(generate, rows) as (spark, work, root):
+        per_batch = max(1, (2 * rows) // batches)
+        variants = {"streamjoin-proctime-reference": (DDL + JOIN.format(time="pt"), per_batch),
+                    "streamjoin-event-time": (DDL + JOIN.format(time="t"), per_batch)}
+        results = time_streamjoin(spark, variants, root, work, 2 * rows, only)
+        if "streamjoin-proctime-reference" in results:
+            results["streamjoin-proctime-reference"]["baseline"] = True
+        return results
