@@ -88,6 +88,28 @@ REFUSED = [
     ("temporal join on a non-key column",
      "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.t AS r ON o.x = r.rate;",
      "stream-table-on-table-key", "primary key"),
+    ("ROWS window ending before the current row",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (ROWS BETWEEN 5 PRECEDING AND 1 PRECEDING) JOIN R ON L.ID = R.ID;",
+     "window-frame", "CURRENT ROW"),
+    ("window reaching into the future",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (RANGE BETWEEN INTERVAL '1' MINUTE PRECEDING AND INTERVAL '1' MINUTE FOLLOWING) JOIN R ON L.ID = R.ID;",
+     "window-frame", "FOLLOWING"),
+    ("unbounded window",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (RANGE UNBOUNDED PRECEDING) JOIN R ON L.ID = R.ID;",
+     "window-frame", "bounded"),
+    ("ordered window that is not a tumbling frame",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (ORDER BY X RANGE CURRENT ROW) JOIN R ON L.ID = R.ID;",
+     "window-frame", "FLOOR(ROWTIME"),
+    ("OVER window on a table",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L JOIN T OVER (RANGE INTERVAL '1' MINUTE PRECEDING) ON L.ID = T.ID;",
+     "window-frame", "table"),
+    ("outer windowed join feeding a windowed join",
+     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (RANGE INTERVAL '1' MINUTE PRECEDING) LEFT JOIN R ON L.ID = R.ID "
+     "JOIN L OVER (RANGE INTERVAL '1' MINUTE PRECEDING) AS L2 ON L2.ID = L.ID;",
+     "windowed-join-input", "outer windowed join"),
+    ("sliding window preserving a table",
+     "CREATE STREAM J AS SELECT STREAM T.V FROM L OVER (RANGE INTERVAL '1' HOUR PRECEDING) RIGHT JOIN T ON L.ID = T.ID;",
+     "stream-table-preserved-side", "preserved"),
 ]
 
 
@@ -124,6 +146,11 @@ ACCEPTED = [
     "INSERT INTO J SELECT o.id, r.x FROM Orders o, LATERAL TABLE (RatesAt(o.t)) AS r WHERE r.oid = o.id;",
     "INSERT INTO J SELECT o.id, r.rate FROM Orders o FULL JOIN Rates r ON o.id = r.cur;",
     "INSERT INTO J SELECT o.id, n.oid FROM Orders o LEFT JOIN NoWm n ON o.id = n.oid;",
+    "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (ROWS 3 PRECEDING) CROSS JOIN R OVER (RANGE INTERVAL '1' SECOND PRECEDING);",
+    "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER (RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND INTERVAL '1' MINUTE PRECEDING) FULL JOIN R ON L.ID = R.ID;",
+    "CREATE STREAM J AS SELECT STREAM L.V, T.V AS TV FROM L OVER (ORDER BY FLOOR(ROWTIME TO DAY) RANGE CURRENT ROW) FULL JOIN T ON L.ID = T.ID;",
+    "CREATE STREAM J AS SELECT STREAM T.V FROM T LEFT JOIN L OVER (ORDER BY FLOOR(ROWTIME TO HOUR) RANGE CURRENT ROW) ON L.ID = T.ID;",
+    "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER w JOIN R OVER w USING (ID) WINDOW w AS (ROWS 10 PRECEDING);",
     "CREATE TABLE Cdc (id STRING, v INT, PRIMARY KEY (id) NOT ENFORCED) "
     "WITH ('connector' = 'kafka', 'topic' = 'cdc', 'format' = 'debezium-json');",
 ]

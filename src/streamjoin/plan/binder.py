@@ -15,7 +15,7 @@ from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .joins import bind_join
 from .nodes import (
-    Aggregate, Field, Filter, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
+    Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
 from .scope import Scope, new_id
 
@@ -194,7 +194,7 @@ class Binder:
             used_names.add(name.casefold())
             source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
             f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
-            key_pos = _key_position(node, expr)
+            key_pos = _key_position(node, expr, exact=_pads_columns(node))
             if key_pos is not None and key_ids[key_pos] is None:
                 key_ids[key_pos] = f.id
                 expr = Ref(node.key[key_pos], _type_of(expr), name)  # the key as the node carries it
@@ -274,14 +274,23 @@ def _type_of(e: ast.Expr) -> str:
     return e.type if isinstance(e, Ref) else ""
 
 
-def _key_position(node: PlanNode, expr: ast.Expr) -> Optional[int]:
+def _key_position(node: PlanNode, expr: ast.Expr, exact: bool = False) -> Optional[int]:
+    """Which key column ``expr`` is (or is known to equal); ``exact``: only the key column itself."""
     if not isinstance(expr, Ref):
         return None
     for i, k in enumerate(node.key):
         equivalents = node.key_equivalents[i] if i < len(node.key_equivalents) else frozenset([k])
-        if expr.id == k or expr.id in equivalents:
+        if expr.id == k or (not exact and expr.id in equivalents):
             return i
     return None
+
+
+def _pads_columns(node: PlanNode) -> bool:
+    """SQLstream outer joins keep each side's columns as they are: a padded side's join column is null,
+    not the join key of the other side (as in ksqlDB)."""
+    while isinstance(node, Filter):
+        node = node.input
+    return isinstance(node, Join) and node.shape == "instant-window" and node.join_type in ("LEFT", "RIGHT", "FULL")
 
 
 def _repartition(node: PlanNode, by: tuple[ast.Expr, ...], reason: str) -> PlanNode:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..errors import StatementError
+from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, walk
@@ -55,6 +56,16 @@ def _kinds(join: Join) -> tuple[str, str]:
     return join.left.kind, join.right.kind
 
 
+def _stream_table(join: Join) -> bool:
+    """A stream-table join, with or without an OVER window on the stream (SQLstream)."""
+    return join.shape == "stream-table" or (join.shape == "instant-window" and "TABLE" in _kinds(join))
+
+
+def _stream_frame(join: Join):
+    """The OVER window of a stream-table join's stream side, or None."""
+    return join.left_side.window if join.left.kind == "STREAM" else join.right_side.window
+
+
 # ---------------------------------------------------------------- the rules, in order
 
 
@@ -83,16 +94,50 @@ def stream_stream_needs_window(join: Join) -> Optional[str]:
     return None
 
 
+@rule("window-frame")
+def window_frame(join: Join) -> Optional[str]:
+    if join.shape != "instant-window":
+        return None
+    for node, side in ((join.left, join.left_side), (join.right, join.right_side)):
+        if side.window is not None and node.kind == "TABLE":
+            return "an OVER window bounds a stream; a table has no window"
+        problem = frame_problem(side.window)
+        if problem:
+            return problem
+    return None
+
+
+@rule("windowed-join-input")
+def windowed_join_input(join: Join) -> Optional[str]:
+    """An OVER-window join reads each input in rowtime order; an outer windowed join below it emits its
+    null-padded rows after their instant, so they would arrive late."""
+    if join.shape != "instant-window":
+        return None
+    for node in [*walk(join.left), *walk(join.right)]:
+        if (isinstance(node, Join) and node.join_type in ("LEFT", "RIGHT", "FULL")
+                and node.shape in ("instant-window", "stream-stream", "interval")):
+            return ("the input of an OVER-window join cannot be an outer windowed join: its null-padded rows "
+                    "leave after their rowtime; make the inner join the outer one's input instead")
+    return None
+
+
 @rule("stream-table-full-outer")
 def stream_table_full_outer(join: Join) -> Optional[str]:
-    if join.shape == "stream-table" and join.join_type == "FULL":
-        return "FULL OUTER join between a stream and a table is not supported: use INNER or LEFT"
+    if _stream_table(join) and join.join_type == "FULL" and not _framed(join):
+        return ("FULL OUTER join between a stream and a table needs a tumbling frame on the stream "
+                "(OVER (ORDER BY FLOOR(ROWTIME TO HOUR) RANGE CURRENT ROW)); otherwise use INNER or LEFT")
     return None
+
+
+def _framed(join: Join) -> bool:
+    """Whether the stream side of a stream-table join has a tumbling frame (it may preserve the table)."""
+    window = _stream_frame(join)
+    return window is not None and frame_problem(window) is None and frame_of(window).kind == "tumble"
 
 
 @rule("stream-table-preserved-side")
 def stream_table_preserved_side(join: Join) -> Optional[str]:
-    if join.shape != "stream-table":
+    if not _stream_table(join) or _framed(join):
         return None
     if _kinds(join) == ("STREAM", "TABLE") and join.join_type == "RIGHT":
         return "stream RIGHT JOIN table is not supported: the stream must be the preserved side (table RIGHT JOIN stream)"
@@ -103,18 +148,18 @@ def stream_table_preserved_side(join: Join) -> Optional[str]:
 
 @rule("stream-table-equi-join")
 def stream_table_equi_join(join: Join) -> Optional[str]:
-    if join.shape == "stream-table" and not join.left_side.keys:
+    if _stream_table(join) and not join.left_side.keys:
         return "a stream-table join must be an equi-join (ON stream_expr = table.key); theta and cross joins are refused"
     return None
 
 
 @rule("stream-table-on-table-key")
 def stream_table_on_table_key(join: Join) -> Optional[str]:
-    if join.shape not in ("stream-table", "temporal", "temporal-proctime"):
+    if not _stream_table(join) and join.shape not in ("temporal", "temporal-proctime"):
         return None
     table, table_keys = (join.right, join.right_side.keys) if join.right.kind == "TABLE" else (join.left, join.left_side.keys)
     scan = base_scan(table)
-    if join.shape == "stream-table" and scan is not None and scan.source.kind == "STREAM":
+    if _stream_table(join) and scan is not None and scan.source.kind == "STREAM":
         return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
     if not on_key(table_keys, table):
         key = ", ".join(table.field(k).name for k in table.key)
