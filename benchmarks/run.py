@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHMARKS = {"stream-stream": "stream_stream", "stream-table": "stream_table", "table-table": "table_table",
-              "interval": "interval", "temporal": "temporal"}
+              "interval": "interval", "temporal": "temporal",
+              "sqlstream-range": "sqlstream_range"}
 
 
 def main(argv=None) -> int:

@@ -65,14 +65,30 @@ FLINK_INPUTS = [  # event times run up to 4 s behind ingestion order, so some re
 ] + [{"topic": "fr", "timestamp": 10 * i + 6, "key": {"k": f"k{i % 6}"},
       "value": None if i % 13 == 12 else {"k": f"k{i % 6}", "v": i, "t": _at(i + 88)}} for i in range(0, 60, 3)]
 
+SQLSTREAM_SCRIPT = """
+CREATE STREAM qa (k STRING, v INT) WITH (kafka_topic='qa', value_format='JSON');
+CREATE STREAM qb (k STRING, w INT) WITH (kafka_topic='qb', value_format='JSON');
+CREATE TABLE qt (k STRING PRIMARY KEY, name STRING) WITH (kafka_topic='qt', value_format='JSON');
+CREATE STREAM ranged AS SELECT STREAM a.v, b.w FROM qa OVER (RANGE INTERVAL '1' SECOND PRECEDING) AS a
+  FULL JOIN qb OVER (RANGE INTERVAL '2' SECOND PRECEDING) AS b ON a.k = b.k;
+CREATE STREAM counted AS SELECT STREAM a.v, b.w FROM qa OVER (ROWS 4 PRECEDING) AS a JOIN qb OVER (ROWS 2 PRECEDING) AS b ON a.k = b.k;
+CREATE STREAM framed AS SELECT STREAM t.k, a.v FROM qa OVER (ORDER BY FLOOR(ROWTIME TO SECOND) RANGE CURRENT ROW) AS a
+  RIGHT JOIN qt AS t ON a.k = t.k;
+"""
+SQLSTREAM_INPUTS = [
+    {"topic": "qa", "timestamp": 100 * i, "value": {"K": f"k{i % 5}", "V": i}} for i in range(60)
+] + [{"topic": "qb", "timestamp": 100 * i + 50, "value": {"K": f"k{i % 3}", "W": i}} for i in range(0, 60, 2)
+     ] + [{"topic": "qt", "timestamp": 100 * i + 30, "key": f"k{i % 6}", "value": {"NAME": f"n{i}"}} for i in range(0, 60, 7)]
+
 # one script, so the three Spark runs (reference, killed, restarted) are paid once for every operator
-SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT
-INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS
-SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular")
+SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT + SQLSTREAM_SCRIPT
+INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS + SQLSTREAM_INPUTS
+SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular",
+         "RANGED", "COUNTED", "FRAMED")
 
 
 def _run(home, script, *extra):
-    cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "8", *extra]
+    cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "16", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
