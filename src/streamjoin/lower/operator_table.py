@@ -6,7 +6,7 @@
 |---------|---------|--------------------------------------|--------------------|-------|
 | STREAM  | STREAM  | WITHIN d / WITHIN (b, a)             | stream-stream      | #3    |
 | STREAM  | STREAM  | OVER (RANGE/ROWS ...) on either side | instant-window     | #6    |
-| STREAM  | TABLE   | OVER on the stream                   | instant-window     | #6    |
+| STREAM  | TABLE   | OVER on the stream                   | instant-window (1) | #6    |
 | STREAM  | STREAM  | Flink time bounds in ON / WHERE      | interval           | #5    |
 | STREAM  | TABLE   | FOR SYSTEM_TIME AS OF rowtime        | temporal           | #5    |
 | STREAM  | TABLE   | FOR SYSTEM_TIME AS OF proctime       | temporal-proctime  | #5    |
@@ -15,6 +15,9 @@
 | STREAM  | TABLE   | none                                 | stream-table       | #4    |
 | TABLE   | TABLE   | both primary keys                    | table-table        | #4    |
 | TABLE   | TABLE   | a non-key column on one side         | foreign-key        | #4    |
+
+(1) ``instant_window`` hands it to ``framed_table`` when the table side is preserved (RIGHT/FULL with a
+tumbling frame), and to ``stream_table`` otherwise (the stream's window does not change a lookup).
 
 Each shape maps to one operator module (``streamjoin.operators.<module>``) exposing ``OPERATOR``, an
 object with the ``JoinOperator`` protocol. A shape whose module is not written yet is refused at
