@@ -47,6 +47,27 @@ def test_stream_joined_to_a_table_in_a_file(spark, tmp_path, join, expected):
     assert rows == expected
 
 
+def test_every_static_row_every_hour(spark, tmp_path):
+    """SQLstream's hourly report: a stream with a tumbling frame RIGHT-joined to a table in a file emits
+    each table row without a match in an hour when that hour closes."""
+    events = [(1, 1), (2, 1), (3, 3)]
+    path = tmp_path / "animals.json"
+    path.write_text("".join(json.dumps(a) + "\n" for a in ANIMALS))
+    engine = Engine(spark, home=str(tmp_path / "home"))
+    queries = engine.execute(
+        "CREATE STREAM events (row_id INT, animal_id INT) WITH (kafka_topic='events', value_format='JSON');"
+        f"CREATE TABLE animals (animal_id INT PRIMARY KEY, name STRING, edible BOOLEAN) WITH (path='{path}', value_format='JSON');"
+        "CREATE STREAM hourly AS SELECT STREAM a.name, e.row_id FROM events OVER (ORDER BY FLOOR(ROWTIME TO HOUR) "
+        "RANGE CURRENT ROW) AS e RIGHT JOIN animals a ON e.animal_id = a.animal_id;")
+    produce_inputs(engine.store, [{"topic": "events", "timestamp": t * 3_600_000 + 1, "value": {"ROW_ID": row, "ANIMAL_ID": animal}}
+                                  for t, (row, animal) in enumerate(events)])
+    engine.process_all_available()
+    rows = sorted((r["NAME"], r["ROW_ID"] or 0) for r in engine.dataframe(queries[0]).collect())
+    engine.stop()
+    # hour 0: Bessie matched, Puffy and Rex not; hour 1: Bessie again; hour 2 (Rex) is still open
+    assert rows == sorted([("Bessie", 1), ("Puffy", 0), ("Rex", 0), ("Bessie", 2), ("Puffy", 0), ("Rex", 0), ("Rex", 3)])
+
+
 def test_the_static_join_keeps_no_streaming_state(spark, tmp_path):
     engine, queries = _run(spark, tmp_path, "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e "
                                             "JOIN animals a ON e.animal_id = a.animal_id;", [(1, 1)])

@@ -12,7 +12,8 @@ topic -> delay in ms), the Flink watermark. The offset holds the clock's state a
 the clock continues exactly across batches and restarts. (Without ``eventTime``, ``stream_time`` is null.)
 
 With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
-0..N-1, ``seq`` and ``stream_time`` of the batch's last record): time-driven operators bucket their state
+0..N-1, ``seq`` and ``stream_time`` of the batch's last record, ``timestamp`` = the clock at the batch's
+first record): time-driven operators bucket their state
 N ways and use the ticks to see the batch-end stream time in every bucket, input or not. ``maxRecordsPerBatch`` caps a batch at N records (the
 conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest`` (default) or
 ``latest``. Workers read the segment files directly, so ``root`` must be visible to every executor.
@@ -166,7 +167,9 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         )
         yield from out.to_batches()
         if self.ticks and self.clock is not None:
-            yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py())
+            known = times[times != NO_TIME]
+            start = int(known[0]) if len(known) else None
+            yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
 
     def commit(self, end: dict) -> None:
         if self.clock_cache is not None:
@@ -221,11 +224,12 @@ def _count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
     return counts
 
 
-def _ticks(count: int, seq: int, stream_time: Optional[int]) -> pa.RecordBatch:
+def _ticks(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.RecordBatch:
+    """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record."""
     return pa.RecordBatch.from_arrays(
         [
             pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
-            pa.array([-1] * count, pa.int64()), pa.array([0] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
+            pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
             pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
         ],
         schema=_ARROW_SCHEMA,

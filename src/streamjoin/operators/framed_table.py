@@ -6,10 +6,13 @@ once with the stream row's rowtime. When the table side is preserved (``stream R
 ``table LEFT JOIN stream``, FULL) the stream side must have a tumbling frame (``ORDER BY FLOOR(ROWTIME TO
 unit) RANGE CURRENT ROW``): when stream time enters a later frame, the frames it leaves are closed, and for
 each of them every live table row that no stream row matched in that frame is emitted null-padded, with
-the frame's end as rowtime. Frames are counted from the first record the bucket reads; a jump of stream
-time over several frames closes each of them. In FULL, a stream row without a table row is also emitted
+the frame's end as rowtime. Frames are counted from the query's first stream time (every bucket sees it
+on the first batch's tick rows); a jump of stream time over several frames closes each of them. In FULL, a stream row without a table row is also emitted
 null-padded at once. INNER and stream-preserving joins ignore the window and are the plain stream-table
 join (``operators.stream_table``).
+
+A table read from a file (SQLstream's static table) is loaded at query start, and each bucket's state
+starts with its share of it.
 
 Algorithm: both inputs and the batch's tick rows are grouped into state buckets by a hash of the join key
 (the table's primary key); each bucket walks its micro-batch in ingestion order, record at a time,
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.frames import frame_of
@@ -46,12 +50,16 @@ class FramedTableJoin:
         stream_side, table_side = (join.left_side, join.right_side) if stream_on_left else (join.right_side, join.left_side)
         stream, table = (left, right) if stream_on_left else (right, left)
         keys = key_names(len(join.key))
-        data = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys).unionByName(
-            tag_side(table, TABLE, table_side.keys, table_side.filter, keys, join.right if stream_on_left else join.left),
-            allowMissingColumns=True)
+        data = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys)
+        tagged = tag_side(table, TABLE, table_side.keys, table_side.filter, keys, join.right if stream_on_left else join.left)
+        static: dict = {}
+        if tagged.isStreaming:
+            data = data.unionByName(tagged, allowMissingColumns=True)
+        else:  # a table read from a file: loaded now, each bucket starts with its share
+            static = _load_static(tagged, keys, payload(table), ctx.time_buckets)
         both = bucketed(data, keys, ctx.time_buckets).unionByName(tick_rows(ctx), allowMissingColumns=True)
         left_payload, right_payload = payload(left), payload(right)
-        types = {f.name: f.dataType for f in both.schema.fields}
+        types = {f.name: f.dataType for df in (tagged, both) for f in df.schema.fields}
         schema = StructType(
             [StructField(c, types[c]) for c in left_payload + right_payload]
             + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
@@ -59,14 +67,30 @@ class FramedTableJoin:
         )
         unit = frame_of(stream_side.window).unit
         step = framed_step(unit, keys, payload(stream), payload(table), list(join.key), schema.fieldNames(),
-                           stream_padded=len(preserved) == 2)
+                           stream_padded=len(preserved) == 2, static=static)
         return run_keyed(both, [BUCKET], step, schema)
 
 
-def framed_step(unit: int, keys, stream_cols, table_cols, key_ids, out_names, stream_padded: bool):
+def _load_static(table: DataFrame, keys, table_cols, buckets: int) -> dict:
+    """A bounded table's live rows (the last line of a key wins) by state bucket: bucket -> key -> row."""
+    latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
+    live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
+    static: dict = {}
+    for row in bucketed(live, keys, buckets).select(BUCKET, *keys, *table_cols).collect():
+        static.setdefault(row[BUCKET], {})[tuple(row[k] for k in keys)] = {c: row[c] for c in table_cols}
+    return static
+
+
+def framed_step(unit: int, keys, stream_cols, table_cols, key_ids, out_names, stream_padded: bool, static=None):
+    """``static``: bucket -> the rows of a table read from a file, or empty when the table is a changelog."""
     def step(saved, rows: pd.DataFrame):
-        saved = saved or {"table": {}, "frame": None, "matched": set()}
+        if saved is None:
+            saved = {"table": dict((static or {}).get(int(rows[BUCKET].iloc[0]), {})), "frame": None, "matched": set()}
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
+        if saved["frame"] is None:  # frames count from the query's first clock (a tick's rowtime: its batch's first)
+            first = clock_values(np.where(rows[SIDE] == TICK, rows[ROWTIME], rows[STREAM_TIME]))
+            if (first != NO_TIME).any():
+                saved["frame"] = int(first[first != NO_TIME].min()) // unit
         out: list[dict] = []
         st = clock_values(rows[STREAM_TIME])
         side = rows[SIDE].to_numpy()

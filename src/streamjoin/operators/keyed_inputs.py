@@ -55,11 +55,12 @@ def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filt
 
 
 def tick_rows(ctx: LoweringContext) -> DataFrame:
-    """The batch's tick rows (one per bucket, carrying the batch-end clock), tagged ``TICK``; see
+    """The batch's tick rows (one per bucket, carrying the batch-end clock and, as their rowtime, the clock
+    at the batch's first record), tagged ``TICK``; see
     ``connectors.embedded_source``. Time-driven operators union them with their bucketed inputs."""
     return ctx.records.where(F.col("topic") == TICK_TOPIC).select(
         F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
-        F.col("stream_time").alias(STREAM_TIME), F.lit(0).cast("bigint").alias(ROWTIME),
+        F.col("stream_time").alias(STREAM_TIME), F.col("timestamp").alias(ROWTIME),
     )
 
 

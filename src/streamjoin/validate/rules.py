@@ -40,7 +40,7 @@ def _check_static_tables(plan: PlanNode, joins: list[Join]) -> None:
     """A source read from a file is a static table: it may only be the table side of a stream-table join."""
     allowed = set()
     for join in joins:
-        if join.shape == "stream-table":
+        if _stream_table(join):
             table = join.right if join.right.kind == "TABLE" else join.left
             scan = base_scan(table)
             if scan is not None:
