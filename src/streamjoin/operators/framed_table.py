@@ -121,8 +121,6 @@ def framed_step(unit: int, keys, stream_cols, table_cols, key_ids, out_names, st
         return frame, saved
 
     def _close_frames(saved, frame: int, unit: int, seq: int, now: int, out: list) -> None:
-        if saved["frame"] is None:
-            saved["frame"] = frame
         sub = -10**9  # before the record's own output, in the order emitted
         while saved["frame"] < frame:
             end = (saved["frame"] + 1) * unit
