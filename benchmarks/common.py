@@ -39,6 +39,19 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None)
     }
 
 
+def warmed_up(run_variants, warm_up: list[str], *, rows: int, batches: int, only: list[str]) -> dict:
+    """Warm up (Python workers, JIT) with the ``warm_up`` variants on a small data set, then time every
+    variant ``only`` selects on the real one."""
+    run_variants(rows=min(rows, 20_000), batches=2, only=warm_up)
+    return run_variants(rows=rows, batches=batches, only=only)
+
+
+def raw_topics(spark, root: str, topics: str, per_batch: int) -> DataFrame:
+    """The embedded topics as a Spark-native baseline reads them: streamjoin's own source, no clock."""
+    return (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", topics)
+            .option("maxRecordsPerBatch", str(per_batch)).load())
+
+
 def streamjoin_query(spark, sql: str, root: str, per_batch: int) -> DataFrame:
     """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
     reading the embedded topics under ``root`` ``per_batch`` records at a time."""

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from common import time_query, time_streamjoin, topics_workspace
+from common import raw_topics, time_query, time_streamjoin, topics_workspace, warmed_up
 
 TICKERS = 10_000
 STEP_MS = 10  # rowtime advances 10 ms per record and side: a 1-minute window holds ~6000 rows a side
@@ -40,9 +40,7 @@ def generate(root: str, rows: int) -> None:
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
-    """Warm up (Python workers, JIT) on a small data set, then time every variant on the real one."""
-    _run_variants(rows=min(rows, 20_000), batches=2, only=["spark-native-range", "streamjoin-range"])
-    return _run_variants(rows=rows, batches=batches, only=only)
+    return warmed_up(_run_variants, ["spark-native-range", "streamjoin-range"], rows=rows, batches=batches, only=only)
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
@@ -53,8 +51,7 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
         results = {}
 
         if not only or "spark-native-range" in only:
-            raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
-                   .option("maxRecordsPerBatch", str(per_batch)).load())
+            raw = raw_topics(spark, root, "left,right", per_batch)
 
             def side(topic, field, prefix):
                 value = F.from_json(F.col("value").cast("string"), f"TICKER INT, {field} BIGINT")

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from common import time_query, time_streamjoin, topics_workspace
+from common import raw_topics, time_query, time_streamjoin, topics_workspace, warmed_up
 
 KEYS = 100_000
 STEP_MS = 10  # event time advances 10 ms per record and side: a 5-minute window holds ~30k records a side
@@ -40,9 +40,7 @@ def generate(root: str, rows: int) -> None:
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
-    """Warm up (Python workers, JIT) on a small data set, then time every variant on the real one."""
-    _run_variants(rows=min(rows, 20_000), batches=2, only=["spark-native-inner", "streamjoin-inner"])
-    return _run_variants(rows=rows, batches=batches, only=only)
+    return warmed_up(_run_variants, ["spark-native-inner", "streamjoin-inner"], rows=rows, batches=batches, only=only)
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
@@ -53,8 +51,7 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
         results = {}
 
         if not only or "spark-native-inner" in only:
-            raw = (spark.readStream.format("streamjoin_topics").option("root", root).option("topics", "left,right")
-                   .option("maxRecordsPerBatch", str(per_batch)).load())
+            raw = raw_topics(spark, root, "left,right", per_batch)
             def side(topic, field, prefix):
                 return (raw.where(F.col("topic") == topic)
                         .select(F.col("key").cast("string").cast("int").alias(f"{prefix}k"),

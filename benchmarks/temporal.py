@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common import time_streamjoin, topics_workspace
+from common import time_streamjoin, topics_workspace, warmed_up
 
 KEYS = 100_000
 VERSIONS = 10
@@ -44,8 +44,7 @@ def generate(root: str, rows: int) -> None:
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
-    _run_variants(rows=min(rows, 20_000), batches=2, only=["streamjoin-event-time"])  # warm-up
-    return _run_variants(rows=rows, batches=batches, only=only)
+    return warmed_up(_run_variants, ["streamjoin-event-time"], rows=rows, batches=batches, only=only)
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:

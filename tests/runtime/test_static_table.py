@@ -18,8 +18,9 @@ ANIMALS = [
 EVENTS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, None)]
 
 
-def _run(spark, tmp_path, query: str, events):
-    """Start ``query`` over the stream ``events`` and the table ``animals`` (a JSON file), feed ``events``."""
+def _run(spark, tmp_path, query: str, events, spacing_ms: int = 1):
+    """Start ``query`` over the stream ``events`` and the table ``animals`` (a JSON file), feed ``events``
+    (the i-th at time ``i * spacing_ms``)."""
     path = tmp_path / "animals.json"
     path.write_text("".join(json.dumps(a) + "\n" for a in ANIMALS))
     engine = Engine(spark, home=str(tmp_path / "home"))
@@ -29,7 +30,8 @@ def _run(spark, tmp_path, query: str, events):
         + query
     )
     produce_inputs(engine.store, [
-        {"topic": "events", "timestamp": i, "value": {"ROW_ID": row, "ANIMAL_ID": animal}} for i, (row, animal) in enumerate(events)
+        {"topic": "events", "timestamp": i * spacing_ms, "value": {"ROW_ID": row, "ANIMAL_ID": animal}}
+        for i, (row, animal) in enumerate(events)
     ])
     engine.process_all_available()
     return engine, queries
@@ -50,18 +52,9 @@ def test_stream_joined_to_a_table_in_a_file(spark, tmp_path, join, expected):
 def test_every_static_row_every_hour(spark, tmp_path):
     """SQLstream's hourly report: a stream with a tumbling frame RIGHT-joined to a table in a file emits
     each table row without a match in an hour when that hour closes."""
-    events = [(1, 1), (2, 1), (3, 3)]
-    path = tmp_path / "animals.json"
-    path.write_text("".join(json.dumps(a) + "\n" for a in ANIMALS))
-    engine = Engine(spark, home=str(tmp_path / "home"))
-    queries = engine.execute(
-        "CREATE STREAM events (row_id INT, animal_id INT) WITH (kafka_topic='events', value_format='JSON');"
-        f"CREATE TABLE animals (animal_id INT PRIMARY KEY, name STRING, edible BOOLEAN) WITH (path='{path}', value_format='JSON');"
-        "CREATE STREAM hourly AS SELECT STREAM a.name, e.row_id FROM events OVER (ORDER BY FLOOR(ROWTIME TO HOUR) "
-        "RANGE CURRENT ROW) AS e RIGHT JOIN animals a ON e.animal_id = a.animal_id;")
-    produce_inputs(engine.store, [{"topic": "events", "timestamp": t * 3_600_000 + 1, "value": {"ROW_ID": row, "ANIMAL_ID": animal}}
-                                  for t, (row, animal) in enumerate(events)])
-    engine.process_all_available()
+    engine, queries = _run(spark, tmp_path, "CREATE STREAM hourly AS SELECT STREAM a.name, e.row_id FROM events OVER "
+                                            "(ORDER BY FLOOR(ROWTIME TO HOUR) RANGE CURRENT ROW) AS e RIGHT JOIN animals a "
+                                            "ON e.animal_id = a.animal_id;", [(1, 1), (2, 1), (3, 3)], spacing_ms=3_600_000)
     rows = sorted((r["NAME"], r["ROW_ID"] or 0) for r in engine.dataframe(queries[0]).collect())
     engine.stop()
     # hour 0: Bessie matched, Puffy and Rex not; hour 1: Bessie again; hour 2 (Rex) is still open
