@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--master", help="Spark master URL (default local[2])")
     run.add_argument("--once", action="store_true", help="process what is available, then stop")
     run.add_argument("--max-records-per-batch", type=int, default=0, help="cap each micro-batch at N input records")
+    run.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
+                     help="read and write Kafka topics on this broker (default: the embedded topics)")
 
     demo = sub.add_parser("demo", help="run the bundled demo on the embedded default and print its output")
     demo.add_argument("--master")
@@ -29,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     test.add_argument("--records-per-batch", default="all", help="N records per micro-batch, or 'all'")
     test.add_argument("--filter", default="", help="only cases whose name contains this text")
     test.add_argument("--json", dest="json_file", help="write results as JSON to this file")
+    test.add_argument("--bootstrap-servers", help="run the cases on Kafka topics on this broker "
+                      "('local': start a throw-away broker on 127.0.0.1; the case's topics are deleted)")
     test.add_argument("--master")
 
     explain = sub.add_parser("explain", help="print the logical and physical plan of a script's queries")
@@ -73,7 +77,8 @@ def _run(args) -> int:
     from .runtime.engine import Engine
     from .runtime.progress import progress_lines
 
-    engine = Engine(_session(args.master), home=args.home, records_per_batch=args.max_records_per_batch)
+    engine = Engine(_session(args.master), home=args.home, records_per_batch=args.max_records_per_batch,
+                    bootstrap_servers=args.bootstrap_servers)
     queries = engine.execute(Path(args.script).read_text())
     for text in engine.outputs:
         print(text)
@@ -109,7 +114,17 @@ def _test(args) -> int:
 
     per_batch = 0 if args.records_per_batch == "all" else int(args.records_per_batch)
     cases = [c for c in load_cases(args.paths) if args.filter.casefold() in c.name.casefold()]
-    return run_and_report(_session(args.master), cases, records_per_batch=per_batch, json_file=args.json_file)
+
+    def run(bootstrap):
+        return run_and_report(_session(args.master), cases, records_per_batch=per_batch, bootstrap=bootstrap,
+                              json_file=args.json_file)
+
+    if args.bootstrap_servers == "local":
+        from .connectors.local_broker import local_broker
+
+        with local_broker() as bootstrap:
+            return run(bootstrap)
+    return run(args.bootstrap_servers)
 
 
 def _explain(args) -> int:

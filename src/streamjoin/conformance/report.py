@@ -8,10 +8,11 @@ from .cases import Case
 from .runner import CaseResult, run_case
 
 
-def run_cases(spark, cases: list[Case], *, records_per_batch: int = 0, echo: bool = True) -> list[CaseResult]:
+def run_cases(spark, cases: list[Case], *, records_per_batch: int = 0, bootstrap: Optional[str] = None,
+              echo: bool = True) -> list[CaseResult]:
     results = []
     for case in cases:
-        result = run_case(spark, case, records_per_batch=records_per_batch)
+        result = run_case(spark, case, records_per_batch=records_per_batch, bootstrap=bootstrap)
         results.append(result)
         if echo:
             print(f"{result.status.upper():4} {case.id} ({result.seconds:.1f}s)", flush=True)
@@ -25,8 +26,9 @@ def summary_line(results: list[CaseResult]) -> str:
     return f"{count['pass']} passed, {count['fail']} failed, {count['skip']} skipped"
 
 
-def run_and_report(spark, cases: list[Case], *, records_per_batch: int = 0, json_file: Optional[str] = None) -> int:
-    results = run_cases(spark, cases, records_per_batch=records_per_batch)
+def run_and_report(spark, cases: list[Case], *, records_per_batch: int = 0, bootstrap: Optional[str] = None,
+                   json_file: Optional[str] = None) -> int:
+    results = run_cases(spark, cases, records_per_batch=records_per_batch, bootstrap=bootstrap)
     skipped_parts = sum(len(r.case.skipped_parts) for r in results)
     if skipped_parts:
         print(f"note: {skipped_parts} ksqlDB 'post' sections were not checked")

@@ -1,10 +1,15 @@
 """Running conformance cases through the engine, exactly as a user's queries run.
 
 Each case gets a fresh engine home (topics and checkpoints) on one shared SparkSession: its statements
-are executed by ``Engine.execute`` (so a refused statement starts nothing), its inputs are produced to
-the embedded topics in list order as one commit, every query runs until it has consumed everything —
-``records_per_batch`` records per micro-batch, or all at once — and the sink topics are read back and
-compared with the expected outputs.
+are executed by ``Engine.execute`` (so a refused statement starts nothing), its inputs are produced in
+list order — to the embedded topics as one commit, or, with ``bootstrap``, to a Kafka broker — and only
+then do its queries start; every query runs until it has consumed everything — ``records_per_batch``
+records per micro-batch, or all at once — and the sink topics are read back and compared with the
+expected outputs.
+
+On a broker, the case's topics are deleted before and after it, and its queries merge their input
+partitions by the producer sequence the runner stamps on each record (``streamjoin.ingestion.order`` =
+``produced``): that is the case's input list order, as on the embedded default.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
-from ..runtime.engine import Engine
+from ..runtime.engine import ORDER_PROPERTY, Engine
 from ..sql import SqlSyntaxError
 from .cases import Case
 from .compare import actual_record, compare
@@ -53,20 +58,28 @@ def produce_inputs(store: TopicStore, inputs) -> None:
     store.append(batches)
 
 
-def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0) -> CaseResult:
+def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, bootstrap: Optional[str] = None) -> CaseResult:
     started = time.monotonic()
     home = tempfile.mkdtemp(prefix="sjcase-")
-    engine = Engine(spark, home=home, records_per_batch=records_per_batch)
+    engine = Engine(spark, home=home, records_per_batch=records_per_batch, bootstrap_servers=bootstrap)
     engine.catalog.properties.update({k: str(v) for k, v in case.properties.items()})
+    if bootstrap:
+        engine.catalog.properties.setdefault(ORDER_PROPERTY, "produced")
+    sql = "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in case.statements)
+    topics: set[str] = set()
     try:
         try:
-            engine.execute("\n".join(s if s.rstrip().endswith(";") else s + ";" for s in case.statements))
+            if bootstrap:
+                topics = _case_topics(engine, sql, case)
+                _delete(engine.store, topics)
+            engine.execute(sql, start=False)
         except (StreamjoinError, SqlSyntaxError) as err:
             return _refused(case, err, started)
         if case.expected_error is not None:
             return CaseResult(case, "fail", f"expected an error containing {case.expected_error!r}, but the statements ran",
                               time.monotonic() - started)
         produce_inputs(engine.store, case.inputs)
+        engine.start_pending()
         engine.process_all_available()
         actual = _read_sinks(engine)
         expected_topics = {o["topic"].casefold() for o in case.outputs}
@@ -81,7 +94,18 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0) -> 
         return CaseResult(case, "fail", f"{type(err).__name__}: {err}", time.monotonic() - started)
     finally:
         engine.stop()
+        _delete(engine.store, topics)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:
+    planned = engine.plan(sql)
+    return {p.created_topic[0] for p in planned if p.created_topic} | {i["topic"] for i in case.inputs}
+
+
+def _delete(store, topics) -> None:
+    for topic in topics:
+        store.delete(topic)
 
 
 def _refused(case: Case, err: Exception, started: float) -> CaseResult:

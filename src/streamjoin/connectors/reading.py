@@ -1,4 +1,4 @@
-"""Reading a topic of the embedded store as a (batch) Spark DataFrame of decoded rows."""
+"""Reading a whole topic (embedded store or broker) as a (batch) Spark DataFrame of decoded rows."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
@@ -6,13 +6,12 @@ from pyspark.sql import functions as F
 
 from ..plan.catalog import SourceInfo
 from .json_format import JSON_READ_OPTIONS
-from .topic_store import TopicStore
 
 
-
-def read_topic_batch(spark: SparkSession, root: str, info: SourceInfo) -> DataFrame:
-    """Every record of ``info``'s topic: its key (as text), its value columns, ROWTIME, in offset order."""
-    table = TopicStore(root).read_table(info.topic)
+def read_topic_batch(spark: SparkSession, store, info: SourceInfo) -> DataFrame:
+    """Every record of ``info``'s topic in ``store`` (a ``TopicStore`` or ``KafkaTopics``): its key (as text),
+    its value columns, ROWTIME, in the store's order."""
+    table = store.read_table(info.topic)
     df = spark.createDataFrame(table.to_pandas()) if table.num_rows else None
     schema = ", ".join(f"`{c.name}` {c.type}" for c in info.columns if c.origin == "value") or "`__none` string"
     if df is None:

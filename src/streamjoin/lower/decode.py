@@ -5,9 +5,14 @@ row has one column per field id, plus ``_rowtime`` (event time, ms), ``_seq`` (i
 (0), ``_stream_time`` (from the source, when the query needs a clock) and, on a TABLE, ``_tombstone`` (the record deletes its key). On a STREAM, records with a null
 value are ignored (DIALECT §1).
 
-Formats: values in JSON (default) or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the
-``after`` row, ``d`` deletes the ``before`` row's key; the null-value record after a delete is skipped);
-keys in KAFKA format (a single primitive written as text) or JSON.
+Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO (turned into JSON text first)
+or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`` row, ``d`` deletes the
+``before`` row's key; the null-value record after a delete is skipped); keys in KAFKA format (a single
+primitive written as text) or JSON.
+
+A record whose value does not parse or does not fit the columns (Spark's PERMISSIVE parsers fill a
+corrupt-record column), or whose single key column cannot be read, gets an error and goes to the query's
+dead letters (``connectors.dead_letters``) instead of on.
 
 A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
 columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
@@ -15,11 +20,15 @@ order; ``_seq`` is the line order, so the last line of a key wins when it is loa
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
+from ..connectors.dead_letters import ERROR, DeadLetters
+from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_json, delimiter_of
 from ..connectors.json_format import JSON_READ_OPTIONS
-
 from ..errors import NotYetSupported
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Scan
 from .expressions import compile_expr
@@ -27,25 +36,76 @@ from .expressions import compile_expr
 
 
 DEBEZIUM_OPS = ("c", "r", "u", "d")  # create, snapshot read, update, delete
+CORRUPT = "__corrupt"
 
 
-def decode_scan(records: DataFrame, scan: Scan) -> DataFrame:
+def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLetters] = None) -> DataFrame:
+    """The scan's rows; records that cannot be decoded go to ``dead_letters`` (module docstring)."""
+    source = scan.source
+    df = records.where(F.col("topic") == F.lit(source.topic))
+    if source.value_format == "AVRO":
+        df = _avro_as_json(df, source)
+    df = df.withColumn(ERROR, _decode_error(source))
+    if dead_letters is not None:
+        df = df.mapInArrow(dead_letters.divert, df.schema)
+    else:
+        df = df.where(F.col(ERROR).isNull())
+    return _decoded(df, scan)
+
+
+def _value_parser(source) -> Column:
+    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit)."""
+    value_cols = [c for c in source.columns if c.origin == "value"]
+    row = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
+    text = F.col("value").cast("string")
+    if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
+        return F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
+                           {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+    if source.value_format == "DELIMITED":
+        return F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
+                          "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    return F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+
+
+def _decode_error(source) -> Column:
+    """Why a record cannot be decoded, or null."""
+    parsed = _value_parser(source)
+    fmt = source.changelog_format or source.value_format
+    error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()),
+                   F.lit(f"the value is not {fmt} with the columns of {source.name}"))
+    if source.changelog_format == "debezium-json":
+        error = F.coalesce(error, F.when(F.col("value").isNotNull() & ~parsed.getField("op").isin(*DEBEZIUM_OPS),
+                                         F.lit("the debezium-json 'op' is not c, r, u or d")))
+    if source.value_format == "AVRO":
+        error = F.coalesce(F.col(AVRO_ERROR), error)
+    key_cols = [c for c in source.columns if c.origin == "key"]
+    if len(key_cols) == 1:
+        col = key_cols[0]
+        key = _key_column(source.key_format, col, False)
+        error = F.coalesce(error, F.when(F.col("key").isNotNull() & key.isNull(),
+                                         F.lit(f"the key is not {source.key_format} {col.type} ({col.name})")))
+    return error
+
+
+def _avro_as_json(df: DataFrame, source) -> DataFrame:
+    """Avro values as JSON text of the same record (``connectors.formats``), for the JSON decoder."""
+    value_cols = [(c.name, c.type) for c in source.columns if c.origin == "value"]
+    schema = avro_schema_text(dict(source.properties), source.name, value_cols)
+    out = StructType(df.schema.fields + [StructField(AVRO_ERROR, StringType())])
+    return df.mapInArrow(avro_values_to_json(schema, [n for n, _ in value_cols]), out)
+
+
+def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
     source = scan.source
     debezium = source.changelog_format == "debezium-json"
-    if source.value_format not in ("JSON",) and not debezium:
-        raise NotYetSupported(f"value format {source.value_format}", issue=7)
-    df = records.where(F.col("topic") == F.lit(source.topic))
-    value_cols = [c for c in source.columns if c.origin == "value"]
-    value_schema = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
-    if debezium:  # {"before": row, "after": row, "op": ...}: a delete carries the old row, with its key
-        envelope = F.from_json(F.col("value").cast("string"), f"before struct<{value_schema}>, "
-                               f"after struct<{value_schema}>, op string", JSON_READ_OPTIONS)
+    parsed = _value_parser(source)
+    if debezium:
         # a null value is the Kafka tombstone that follows a delete: the delete already said it
-        df = df.withColumn("__e", envelope).where(F.col("__e.op").isin(*DEBEZIUM_OPS))
+        df = df.withColumn("__e", parsed).where(F.col("__e.op").isin(*DEBEZIUM_OPS))
         tombstone = F.col("__e.op") == "d"
         df = df.withColumn("__v", F.when(tombstone, F.col("__e.before")).otherwise(F.col("__e.after")))
     else:
-        df = df.withColumn("__v", F.from_json(F.col("value").cast("string"), value_schema, JSON_READ_OPTIONS))
+        df = df.withColumn("__v", parsed)
         tombstone = F.col("value").isNull()
     if source.kind == "STREAM":
         df = df.where(~tombstone)

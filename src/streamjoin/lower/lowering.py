@@ -34,17 +34,20 @@ class SourceOptions:
     max_records_per_batch: int = 0
     starting_offsets: str = "earliest"
     time_buckets: int = DEFAULT_TIME_BUCKETS  # how many ways time-driven operators split state (one tick row each)
+    bootstrap: str | None = None  # read Kafka topics on this broker instead of the embedded store
+    ingestion_order: str = "timestamp"  # Kafka: merge partitions by 'timestamp' or 'produced' (header)
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
     scans = [n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path]
     topics = sorted({n.source.topic for n in scans})
-    reader = (
-        spark.readStream.format("streamjoin_topics")
-        .option("root", opts.root)
-        .option("topics", ",".join(topics))
-        .option("startingOffsets", opts.starting_offsets)
-    )
+    if opts.bootstrap:
+        stateful = any(isinstance(n, (Join, Aggregate)) for n in walk(plan))
+        reader = (spark.readStream.format("streamjoin_kafka").option("bootstrap", opts.bootstrap)
+                  .option("order", opts.ingestion_order).option("ordered", str(stateful).lower()))
+    else:
+        reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
+    reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
     if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
@@ -78,7 +81,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, Scan):
         if node.source.bounded_path:
             return read_bounded(records.sparkSession, node)
-        return decode_scan(records, node)
+        return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)
         predicate = compile_expr(node.predicate)

@@ -1,31 +1,36 @@
-"""Encoding a query's result into topic records: key, value (JSON), timestamp, ingestion order."""
+"""Encoding a query's result into topic records: key, value (in the sink's format), timestamp, ingestion order."""
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from ..errors import NotYetSupported
+from ..connectors.formats import avro_schema_text, delimiter_of, rows_to_avro
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Sink
 
 TO_JSON = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS"}
+RECORD_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                            StructField("timestamp", LongType()), StructField("seq", LongType()), StructField("sub", LongType())])
 
 
 def encode(sink: Sink, df: DataFrame) -> DataFrame:
-    """``key, value, timestamp, seq, sub`` rows for the sink's topic."""
+    """``key, value, timestamp, seq, sub`` rows for the sink's topic (a tombstone has a null value)."""
     target = sink.target
-    if target.value_format != "JSON":
-        raise NotYetSupported(f"value format {target.value_format} for a sink", issue=7)
     node = sink.input
-    value = F.to_json(F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields]), TO_JSON)
+    row = F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields])
     if TOMBSTONE in df.columns:
-        value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
-    return df.select(
-        _key(sink, target.key_format).alias("key"),
-        value.cast("binary").alias("value"),
-        F.col(ROWTIME).cast("bigint").alias("timestamp"),
-        F.col(SEQ).alias("seq"),
-        F.col(SUB).alias("sub"),
-    )
+        row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
+    meta = [F.col(ROWTIME).cast("bigint").alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
+    key = _key(sink, target.key_format).alias("key")
+    if target.value_format == "AVRO":
+        columns = [(node.field(fid).name, df.schema[fid].dataType.simpleString()) for fid in sink.value_fields]
+        schema = avro_schema_text(dict(target.properties), target.name, columns)
+        return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_avro(schema, "__row"), RECORD_SCHEMA)
+    if target.value_format == "DELIMITED":
+        value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
+    else:
+        value = F.to_json(row, TO_JSON)
+    return df.select(key, value.cast("binary").alias("value"), *meta)
 
 
 def _key(sink: Sink, key_format: str) -> Column:

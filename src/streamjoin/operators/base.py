@@ -10,7 +10,7 @@ purged in its docstring.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from pyspark.sql import DataFrame
 
@@ -28,6 +28,7 @@ class LoweringContext:
     properties: dict
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
     time_buckets: int = DEFAULT_TIME_BUCKETS
+    dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
 
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

@@ -50,7 +50,7 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         key_columns.append(col.name)
 
     connector = str(props.get("connector", "kafka")).lower()
-    value_format = str(props.get("value_format") or props.get("value.format") or props.get("format") or "JSON").upper()
+    value_format = value_format_of(props, stmt.pos)
     changelog = value_format.lower() if value_format.lower() in CHANGELOG_FORMATS else None
     kind = _kind(stmt, style, connector, changelog, key_columns)
     if changelog and not key_columns:
@@ -84,6 +84,18 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         changelog_format=changelog,
         properties=tuple(sorted((k, v) for k, v in props.items())),
     )
+
+
+def value_format_of(props: dict, pos) -> str:
+    """The declared value format, normalised (``connectors.formats``); an unknown one is refused."""
+    from ..connectors.formats import VALUE_FORMATS, normalise_format
+
+    declared = str(props.get("value_format") or props.get("value.format") or props.get("format") or "JSON")
+    fmt = normalise_format(declared)
+    if fmt is None:
+        known = ", ".join(sorted({f for f in VALUE_FORMATS}))
+        raise StatementError(f"value format {declared} is not supported (use one of {known})", rule="value-format", pos=pos)
+    return fmt
 
 
 def _find(columns: list[ColumnInfo], name: str) -> Optional[ColumnInfo]:

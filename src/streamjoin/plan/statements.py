@@ -12,7 +12,7 @@ from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .ddl import properties_dict, source_from_ddl
+from .ddl import properties_dict, source_from_ddl, value_format_of
 from .nodes import Join, PlanNode, Sink, walk
 
 
@@ -116,7 +116,7 @@ class StatementPlanner:
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
                 columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
-                style=style, value_format=str(props.get("value_format", "JSON")).upper(),
+                style=style, value_format=value_format_of(props, name.pos), properties=tuple(sorted(props.items())),
                 key_format=str(props.get("key_format", "KAFKA")).upper(), partitions=int(props.get("partitions", 1) or 1),
                 created_by_query=True,
             )

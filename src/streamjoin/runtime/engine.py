@@ -14,7 +14,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
+from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
+from ..connectors.dead_letters import DeadLetters, count_dead_letters
 from ..connectors.embedded_sink import topic_writer
+from ..connectors.kafka_sink import kafka_writer
+from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
 from ..connectors.topic_store import TopicStore
 from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
@@ -26,6 +31,7 @@ from ..sql import parse_script
 from .session import register_sources
 
 DEFAULT_HOME = ".streamjoin"
+ORDER_PROPERTY = "streamjoin.ingestion.order"  # 'timestamp' (default) or 'produced' (Kafka sources)
 
 
 @dataclass
@@ -38,6 +44,12 @@ class RunningQuery:
     spark_query: StreamingQuery
     planned: PlannedQuery
     checkpoint: str
+    store: object = None  # where its topics live (TopicStore or KafkaTopics)
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
+    writer: object = None  # the foreachBatch function; it counts the rows it wrote
+
+    def rows_written(self) -> int:
+        return getattr(self.writer, "rows_written", 0)
 
     def process_all_available(self) -> None:
         self.spark_query.processAllAvailable()
@@ -46,10 +58,15 @@ class RunningQuery:
         """Dropped-record counts and state size, read from the checkpoint (see ``runtime.metrics``)."""
         from .metrics import query_metrics
 
-        return query_metrics(SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
+        metrics = query_metrics(SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
+        metrics["dead_letters"] = count_dead_letters(self.store, self.dead_letter_topic, self.query_id)
+        return metrics
 
     def stop(self) -> None:
         self.spark_query.stop()
+        close = getattr(self.writer, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass
@@ -57,6 +74,7 @@ class Engine:
     spark: SparkSession
     home: str = field(default_factory=lambda: os.environ.get("STREAMJOIN_HOME", DEFAULT_HOME))
     records_per_batch: int = 0  # 0: everything available in one micro-batch
+    bootstrap_servers: str | None = field(default_factory=lambda: os.environ.get(BOOTSTRAP_ENV) or None)
     catalog: Catalog = field(default_factory=Catalog)
     queries: list[RunningQuery] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
@@ -65,8 +83,18 @@ class Engine:
         self.home = str(Path(self.home).absolute())
         self.topics_root = os.path.join(self.home, "topics")
         self.checkpoint_root = os.path.join(self.home, "checkpoints")
-        self.store = TopicStore(self.topics_root)
+        self.store: TopicStore | KafkaTopics = TopicStore(self.topics_root)
+        if self.bootstrap_servers:
+            self.catalog.properties.setdefault(BOOTSTRAP_PROPERTY, self.bootstrap_servers)
+        self._use_broker()
+        self.pending: list[PlannedQuery] = []
         register_sources(self.spark)
+
+    def _use_broker(self) -> None:
+        """Topics live on the broker named by ``bootstrap.servers`` (flag, environment or SET), if any."""
+        bootstrap = self.catalog.properties.get(BOOTSTRAP_PROPERTY)
+        if bootstrap and getattr(self.store, "bootstrap", None) != bootstrap:
+            self.store = KafkaTopics(bootstrap)
 
     # ------------------------------------------------------------------ public API
 
@@ -75,21 +103,33 @@ class Engine:
         planner = StatementPlanner(_copy(self.catalog), check_operators=check_supported)
         return [planner.plan(item) for item in parse_script(sql)]
 
-    def execute(self, sql: str) -> list[RunningQuery]:
-        """Run a script: DDL updates the catalog, persistent queries start. Returns the started queries."""
+    def execute(self, sql: str, *, start: bool = True) -> list[RunningQuery]:
+        """Run a script: DDL updates the catalog, persistent queries start. Returns the started queries.
+
+        With ``start=False`` the queries wait in ``pending`` until ``start_pending()`` (the conformance
+        runner produces a case's inputs in between)."""
         self.plan(sql)  # refuse before any side effect
         planner = StatementPlanner(self.catalog, check_operators=check_supported)
         started = []
         for item in parse_script(sql):
             planned = planner.plan(item)
+            self._use_broker()
             if planned.created_topic:
                 self.store.create(*planned.created_topic)
             if planned.output:
                 self.outputs.append(planned.output)
             if planned.dropped:
                 self._stop_writers_of(planned.dropped)
-            if planned.query:
+            if planned.query and start:
                 started.append(self._start(planned.query))
+            elif planned.query:
+                self.pending.append(planned.query)
+        self.queries.extend(started)
+        return started
+
+    def start_pending(self) -> list[RunningQuery]:
+        started = [self._start(planned) for planned in self.pending]
+        self.pending.clear()
         self.queries.extend(started)
         return started
 
@@ -111,7 +151,7 @@ class Engine:
         info = self.catalog.source(name)
         from ..connectors.reading import read_topic_batch
 
-        return read_topic_batch(self.spark, self.topics_root, info)
+        return read_topic_batch(self.spark, self.store, info)
 
     def process_all_available(self) -> None:
         """Run every query until it has consumed all input, repeating while queries feed each other."""
@@ -126,6 +166,9 @@ class Engine:
         for q in self.queries:
             q.stop()
         self.queries.clear()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
     # ------------------------------------------------------------------ internals
 
@@ -138,19 +181,29 @@ class Engine:
         sink = planned.plan
         checkpoint = os.path.join(self.checkpoint_root, planned.query_id)
         buckets = int(self.catalog.properties.get("streamjoin.buckets", DEFAULT_TIME_BUCKETS))
-        options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets)
+        bootstrap = getattr(self.store, "bootstrap", None)
+        options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
+                                ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"))
+        dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets)
+                              time_buckets=options.time_buckets,
+                              dead_letters=lambda source: DeadLetters(planned.query_id, source, dead_letter_topic,
+                                                                      root=self.topics_root, bootstrap=bootstrap))
         records = read_inputs(self.spark, sink, options)
         result = encode(sink, lower(sink.input, records, ctx))
+        if bootstrap:
+            write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
+        else:
+            write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
         writer = (
             result.writeStream.queryName(planned.query_id)
-            .foreachBatch(topic_writer(self.topics_root, sink.target.topic, planned.query_id, sink.target.partitions))
+            .foreachBatch(write)
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
         query = writer.start()
-        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint)
+        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
+                            self.store, dead_letter_topic, write)
 
 
 def _copy(catalog: Catalog) -> Catalog:

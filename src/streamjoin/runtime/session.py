@@ -57,6 +57,8 @@ def register_sources(spark: SparkSession) -> None:
     if id(spark) in _REGISTERED:
         return
     from ..connectors.embedded_source import EmbeddedTopicSource
+    from ..connectors.kafka_source import KafkaTopicSource
 
     spark.dataSource.register(EmbeddedTopicSource)
+    spark.dataSource.register(KafkaTopicSource)
     _REGISTERED.add(id(spark))

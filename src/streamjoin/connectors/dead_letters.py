@@ -1,0 +1,105 @@
+"""Dead letters: input records a query cannot decode are counted and written, with the error, to a topic.
+
+The topic is ``streamjoin_dead_letters`` (``SET 'streamjoin.dead.letter.topic'`` names another), on the
+broker or in the embedded store. Each dead letter keeps the record's key; its value is JSON: ``query``,
+``source`` (the declared stream or table), ``topic``, ``partition``, ``offset``, ``timestamp``, ``error``,
+and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8).
+
+``DeadLetters.divert`` is a ``mapInArrow`` step right after a scan has decided which records it cannot
+decode (an ``ERROR`` column): it writes those from the Spark task and passes the others on, so the query
+reads its input once. A task can run again (a retry, a replayed micro-batch), so writes are idempotent:
+the dead letters of one source partition are written in offset order by the writer
+``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
+skipped (the embedded store's writer batches; on a broker, the writer reads back its last dead letter).
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+DEFAULT_TOPIC = "streamjoin_dead_letters"
+TOPIC_PROPERTY = "streamjoin.dead.letter.topic"
+ERROR = "__error"
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    query_id: str
+    source: str
+    topic: str  # the dead-letter topic
+    root: Optional[str] = None  # embedded store
+    bootstrap: Optional[str] = None  # or a broker
+
+    def divert(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            errors = batch.column(batch.schema.get_field_index(ERROR))
+            bad = pc.is_valid(errors)
+            if pc.any(bad).as_py():
+                self._write(batch.filter(bad))
+                batch = batch.filter(pc.invert(bad))
+            yield batch
+
+    def _write(self, bad: pa.RecordBatch) -> None:
+        rows = bad.to_pylist()
+        groups: dict = {}
+        for row in rows:
+            groups.setdefault((row["topic"], row["partition"]), []).append(row)
+        for (topic, partition), group in groups.items():
+            group.sort(key=lambda r: r["offset"])
+            writer = f"{self.query_id}|{topic}|{partition}"
+            letters = [(r["key"], self._letter(r), r["timestamp"], r["offset"]) for r in group]
+            if self.bootstrap:
+                _write_kafka(self.bootstrap, self.topic, writer, letters)
+            else:
+                _write_embedded(self.root, self.topic, writer, letters)
+
+    def _letter(self, row: dict) -> bytes:
+        letter = {"query": self.query_id, "source": self.source, "topic": row["topic"], "partition": row["partition"],
+                  "offset": row["offset"], "timestamp": row["timestamp"], "error": row[ERROR]}
+        value = row["value"]
+        try:
+            letter["value"] = None if value is None else value.decode("utf-8")
+        except UnicodeDecodeError:
+            letter["value_base64"] = base64.b64encode(value).decode()
+        return json.dumps(letter).encode()
+
+
+def _write_embedded(root: str, topic: str, writer: str, letters: list) -> None:
+    from .topic_store import Record, TopicStore
+
+    records = [Record(key, value, stamp or 0) for key, value, stamp, _ in letters]
+    TopicStore(root).append([(topic, records)], writer=writer, batch_id=letters[-1][3])
+
+
+def _write_kafka(bootstrap: str, topic: str, writer: str, letters: list) -> None:
+    from .kafka_client import KafkaTopics, producer, stamp_headers
+    from .kafka_sink import BATCH_HEADER, INDEX_HEADER, WRITER_HEADER, WrittenSoFar
+
+    KafkaTopics(bootstrap).create(topic, 1)
+    written = WrittenSoFar(bootstrap, topic, writer)
+    written.load()
+    out = producer(bootstrap)
+    for key, value, stamp, offset in letters:
+        if offset <= written.batch:
+            continue
+        stamp, headers = stamp_headers(stamp or 0, [(WRITER_HEADER, writer.encode()), (BATCH_HEADER, str(offset).encode()),
+                                                    (INDEX_HEADER, b"0")])
+        out.produce(topic, key=key, value=value, timestamp=stamp, headers=headers)
+    if out.flush(60):
+        from .kafka_client import BrokerError
+
+        raise BrokerError(f"dead letters not delivered to {topic}")
+
+
+def count_dead_letters(store, topic: str, query_id: str) -> int:
+    """How many dead letters ``query_id`` wrote (read back from the topic)."""
+    if not store.exists(topic):
+        return 0
+    table = store.read_table(topic)
+    needle = f'"query": {json.dumps(query_id)}'.encode()
+    return sum(1 for v in table.column("value").to_pylist() if v is not None and needle in v)

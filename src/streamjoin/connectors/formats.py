@@ -1,0 +1,168 @@
+"""Value formats: their names, and the Avro conversions Spark cannot do without its (Maven-only) Avro package.
+
+- ``JSON`` (default): an object per record; fields match columns by name.
+- ``DELIMITED`` (ksqlDB) or ``csv`` (Flink): the columns in declared order, separated by ``VALUE_DELIMITER``
+  (default ``,``).
+- ``AVRO``: plain Avro binary (no registry framing) written with the schema in the ``VALUE_AVRO_SCHEMA``
+  property or, without it, the schema streamjoin derives from the columns (a record of nullable fields,
+  as ksqlDB writes them).
+- ``debezium-json`` (Flink): a changelog envelope; see ``lower.decode``.
+
+Avro records are turned into JSON text (read) and built from rows (write) in Python with fastavro, in
+Arrow batches; a record fastavro cannot read gets an error instead, which goes to the dead letters.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Callable, Iterator, Optional
+
+import pyarrow as pa
+
+VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
+                 "DEBEZIUM-JSON": "DEBEZIUM-JSON"}
+AVRO_ERROR = "__avro_error"
+
+
+def normalise_format(name: str) -> Optional[str]:
+    return VALUE_FORMATS.get(name.upper())
+
+
+def delimiter_of(properties: dict) -> str:
+    value = str(properties.get("value_delimiter") or properties.get("csv.field-delimiter") or ",")
+    return {"TAB": "\t", "SPACE": " "}.get(value.upper(), value)
+
+
+# ---------------------------------------------------------------------- Avro schemas
+
+_SIMPLE = {"int": "int", "integer": "int", "smallint": "int", "tinyint": "int", "bigint": "long", "string": "string",
+           "boolean": "boolean", "double": "double", "float": "float", "binary": "bytes",
+           "timestamp": {"type": "long", "logicalType": "timestamp-millis"},
+           "date": {"type": "int", "logicalType": "date"}}
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "<("
+        depth -= ch in ">)"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def avro_type(spark_type: str, name: str):
+    """The Avro type of a Spark DDL type (without the null union)."""
+    t = spark_type.strip()
+    low = t.lower()
+    if low in _SIMPLE:
+        return _SIMPLE[low]
+    m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", low)
+    if m:
+        return {"type": "bytes", "logicalType": "decimal", "precision": int(m[1]), "scale": int(m[2])}
+    if low.startswith("array<"):
+        return {"type": "array", "items": _nullable(avro_type(t[6:-1], name + "_item"))}
+    if low.startswith("map<"):
+        _, value = _split_top(t[4:-1])
+        return {"type": "map", "values": _nullable(avro_type(value, name + "_value"))}
+    if low.startswith("struct<"):
+        fields = []
+        for part in _split_top(t[7:-1]):
+            field, _, ftype = part.partition(":")
+            field = field.strip().strip("`")
+            fields.append({"name": field, "type": _nullable(avro_type(ftype, f"{name}_{field}")), "default": None})
+        return {"type": "record", "name": name, "fields": fields}
+    raise ValueError(f"no Avro type for {spark_type}")
+
+
+def _nullable(t) -> list:
+    return ["null", t]
+
+
+def derived_avro_schema(record_name: str, columns: list[tuple[str, str]]) -> dict:
+    """A record with one nullable field per ``(name, Spark type)``, in order."""
+    return {"type": "record", "name": re.sub(r"\W", "_", record_name) or "Row", "fields": [
+        {"name": name, "type": _nullable(avro_type(spark_type, f"{record_name}_{name}")), "default": None}
+        for name, spark_type in columns]}
+
+
+def avro_schema_text(properties: dict, record_name: str, columns: list[tuple[str, str]]) -> str:
+    explicit = properties.get("value_avro_schema") or properties.get("avro-confluent.schema") or properties.get("avro.schema")
+    return str(explicit) if explicit else json.dumps(derived_avro_schema(record_name, columns))
+
+
+# ---------------------------------------------------------------------- Avro <-> JSON text
+
+def _json_default(value):
+    if isinstance(value, datetime):
+        value = value.astimezone(timezone.utc) if value.tzinfo else value
+        return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def avro_values_to_json(schema_text: str, columns: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: each Avro ``value`` becomes JSON text of its record, fields renamed to
+    the declared ``columns`` (matched case-insensitively); ``AVRO_ERROR`` says why a value could not be read."""
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        schema = fastavro.parse_schema(json.loads(schema_text))
+        names = {c.casefold(): c for c in columns}
+        for batch in batches:
+            values, errors = [], []
+            for raw in batch.column(batch.schema.get_field_index("value")).to_pylist():
+                if raw is None:
+                    values.append(None)
+                    errors.append(None)
+                    continue
+                try:
+                    record = fastavro.schemaless_reader(io.BytesIO(raw), schema)
+                    if not isinstance(record, dict):
+                        raise ValueError("the Avro value is not a record")
+                    record = {names.get(k.casefold(), k): v for k, v in record.items()}
+                    values.append(json.dumps(record, default=_json_default).encode())
+                    errors.append(None)
+                except Exception as err:  # noqa: BLE001 - any decoding failure is this record's dead letter
+                    values.append(None)
+                    errors.append(f"cannot read the value as Avro: {type(err).__name__}: {err}"[:500])
+            index = batch.schema.get_field_index("value")
+            batch = batch.set_column(index, "value", pa.array(values, pa.binary()))
+            yield batch.append_column(AVRO_ERROR, pa.array(errors, pa.string()))
+
+    return convert
+
+
+def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function replacing the struct column ``row_column`` by its Avro binary ``value``
+    (null rows stay null: tombstones)."""
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        schema = fastavro.parse_schema(json.loads(schema_text))
+        for batch in batches:
+            index = batch.schema.get_field_index(row_column)
+            out = []
+            for row in batch.column(index).to_pylist():
+                if row is None:
+                    out.append(None)
+                    continue
+                buffer = io.BytesIO()
+                fastavro.schemaless_writer(buffer, schema, row)
+                out.append(buffer.getvalue())
+            yield batch.set_column(index, "value", pa.array(out, pa.binary()))
+
+    return convert

