@@ -17,10 +17,12 @@ def session():
     return build_session("local[2]", app_name="streamjoin-bench", conf={"spark.sql.shuffle.partitions": "2"})
 
 
-def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None) -> dict:
-    """Run ``df`` into Spark's no-op sink until it has consumed all input; report throughput and latency."""
+def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None, sink=None) -> dict:
+    """Run ``df`` into Spark's no-op sink (or the ``foreachBatch`` function ``sink``) until it has consumed
+    all input; report throughput and latency."""
     started = time.monotonic()
-    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    writer = df.writeStream.foreachBatch(sink) if sink is not None else df.writeStream.format("noop")
+    query = writer.option("checkpointLocation", checkpoint).start()
     query.processAllAvailable()
     elapsed = time.monotonic() - started
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
@@ -52,9 +54,10 @@ def raw_topics(spark, root: str, topics: str, per_batch: int) -> DataFrame:
             .option("maxRecordsPerBatch", str(per_batch)).load())
 
 
-def streamjoin_query(spark, sql: str, root: str, per_batch: int) -> DataFrame:
+def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None) -> DataFrame:
     """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
-    reading the embedded topics under ``root`` ``per_batch`` records at a time."""
+    reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records
+    at a time; undecodable records go to a dead-letter topic beside them."""
     from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
     from streamjoin.lower.operator_table import check_supported
     from streamjoin.lower.sink import encode
@@ -65,8 +68,12 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int) -> DataFrame:
 
     planner = StatementPlanner(Catalog(), check_operators=check_supported)
     planned = [planner.plan(item) for item in parse_script(sql)][-1].query
-    options = SourceOptions(root, per_batch)
-    ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets)
+    from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
+
+    options = SourceOptions(root, per_batch, bootstrap=bootstrap)
+    ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
+                          dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
+                                                                  root=root, bootstrap=bootstrap))
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))
 

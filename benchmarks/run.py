@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHMARKS = {"stream-stream": "stream_stream", "stream-table": "stream_table", "table-table": "table_table",
               "interval": "interval", "temporal": "temporal",
-              "sqlstream-range": "sqlstream_range"}
+              "sqlstream-range": "sqlstream_range", "kafka-io": "kafka_io"}
 
 
 def main(argv=None) -> int:

@@ -60,7 +60,13 @@ def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], time
             k = parsed if isinstance(parsed, (dict, list)) else text
         except ValueError:
             k = text
-    v = json.loads(value) if value is not None else None
+    v = None
+    if value is not None:
+        text = value.decode("utf-8", "replace")
+        try:
+            v = json.loads(text)
+        except ValueError:  # a DELIMITED (or other non-JSON) value compares as its text
+            v = text
     return {"topic": topic, "key": k, "value": v, "timestamp": timestamp}
 
 

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
-from ..runtime.engine import ORDER_PROPERTY, Engine
+from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, ORDER_PROPERTY, Engine
 from ..sql import SqlSyntaxError
 from .cases import Case
 from .compare import actual_record, compare
@@ -49,13 +49,60 @@ def encode_key(key: Any) -> Optional[bytes]:
     return str(key).encode()
 
 
-def produce_inputs(store: TopicStore, inputs) -> None:
+def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
+    """Append the case's inputs in list order; values are written in their topic's declared format."""
+    formats = _topic_formats(catalog)
     batches = [
-        (i["topic"], [Record(encode_key(i.get("key")), None if i.get("value") is None else json.dumps(i["value"]).encode(),
+        (i["topic"], [Record(encode_key(i.get("key")), encode_value(i.get("value"), formats.get(i["topic"])),
                              int(i.get("timestamp", 0)))])
         for i in inputs
     ]
     store.append(batches)
+
+
+def encode_value(value: Any, source=None) -> Optional[bytes]:
+    """JSON by default; a string for a DELIMITED or AVRO topic is the raw value (bad input for an AVRO
+    one); an object for an AVRO topic is written with the source's Avro schema."""
+    if value is None:
+        return None
+    fmt = source.value_format if source is not None else "JSON"
+    if isinstance(value, str) and fmt in ("DELIMITED", "AVRO"):
+        return value.encode()
+    if fmt == "AVRO":
+        import io
+
+        import fastavro
+
+        from ..connectors.formats import avro_schema_text
+
+        columns = [(c.name, c.type) for c in source.value_columns]
+        schema = json.loads(avro_schema_text(dict(source.properties), source.name, columns))
+        given = {k.casefold(): v for k, v in value.items()}
+        record = {f["name"]: given.get(f["name"].casefold()) for f in schema["fields"]}
+        types = {f["name"]: next((t for c, t in columns if c.casefold() == f["name"].casefold()), "") for f in schema["fields"]}
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _avro_ready(record, types))
+        return buffer.getvalue()
+    return json.dumps(value).encode()
+
+
+def _avro_ready(record: dict, types: dict) -> dict:
+    """Timestamps given as text in a case become datetimes for the Avro writer."""
+    from datetime import datetime, timezone
+
+    out = dict(record)
+    for name, value in record.items():
+        if isinstance(value, str) and types.get(name, "").lower() == "timestamp":
+            out[name] = datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
+    return out
+
+
+def _topic_formats(catalog) -> dict:
+    formats: dict = {}
+    for source in (catalog.sources.values() if catalog is not None else ()):
+        if source.topic and not source.created_by_query:
+            formats.setdefault(source.topic, source)
+    return formats
 
 
 def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, bootstrap: Optional[str] = None) -> CaseResult:
@@ -78,11 +125,11 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
         if case.expected_error is not None:
             return CaseResult(case, "fail", f"expected an error containing {case.expected_error!r}, but the statements ran",
                               time.monotonic() - started)
-        produce_inputs(engine.store, case.inputs)
+        produce_inputs(engine.store, case.inputs, engine.catalog)
         engine.start_pending()
         engine.process_all_available()
-        actual = _read_sinks(engine)
         expected_topics = {o["topic"].casefold() for o in case.outputs}
+        actual = _read_sinks(engine, expected_topics)
         actual = [a for a in actual if a["topic"].casefold() in expected_topics or not expected_topics]
         expected = [dict(o, topic=o["topic"].casefold()) for o in case.outputs]
         for a in actual:
@@ -100,7 +147,8 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
 
 def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:
     planned = engine.plan(sql)
-    return {p.created_topic[0] for p in planned if p.created_topic} | {i["topic"] for i in case.inputs}
+    dead = engine.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
+    return {p.created_topic[0] for p in planned if p.created_topic} | {i["topic"] for i in case.inputs} | {dead}
 
 
 def _delete(store, topics) -> None:
@@ -118,9 +166,14 @@ def _refused(case: Case, err: Exception, started: float) -> CaseResult:
     return CaseResult(case, "fail", f"error {str(err)!r} does not contain {case.expected_error!r}", elapsed)
 
 
-def _read_sinks(engine: Engine) -> list[dict]:
+def _read_sinks(engine: Engine, expected_topics: set[str]) -> list[dict]:
+    """The records of every query's sink topic, and of the dead-letter topic when a case expects some."""
+    topics = list(dict.fromkeys(q.topic for q in engine.queries))
+    dead = engine.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
+    if dead.casefold() in expected_topics and engine.store.exists(dead):
+        topics.append(dead)
     out = []
-    for topic in dict.fromkeys(q.topic for q in engine.queries):
+    for topic in topics:
         for r in engine.store.records(topic):
             out.append(actual_record(topic, r.key, r.value, r.timestamp))
     return out

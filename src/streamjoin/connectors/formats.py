@@ -112,7 +112,7 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def avro_values_to_json(schema_text: str, columns: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each Avro ``value`` becomes JSON text of its record, fields renamed to
     the declared ``columns`` (matched case-insensitively); ``AVRO_ERROR`` says why a value could not be read."""
 
@@ -136,8 +136,8 @@ def avro_values_to_json(schema_text: str, columns: list[str]) -> Callable[[Itera
                     values.append(json.dumps(record, default=_json_default).encode())
                     errors.append(None)
                 except Exception as err:  # noqa: BLE001 - any decoding failure is this record's dead letter
-                    values.append(None)
-                    errors.append(f"cannot read the value as Avro: {type(err).__name__}: {err}"[:500])
+                    values.append(raw)  # kept for the dead letter (a null would read as a tombstone)
+                    errors.append(f"the value is not AVRO with the schema of {source} ({type(err).__name__})")
             index = batch.schema.get_field_index("value")
             batch = batch.set_column(index, "value", pa.array(values, pa.binary()))
             yield batch.append_column(AVRO_ERROR, pa.array(errors, pa.string()))

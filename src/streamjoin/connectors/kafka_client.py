@@ -67,6 +67,11 @@ def consumer(bootstrap: str, **extra):
     return Consumer(config)
 
 
+def probe(bootstrap: str):
+    """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer."""
+    return consumer(bootstrap)
+
+
 def producer(bootstrap: str, **extra):
     from confluent_kafka import Producer
 
@@ -150,9 +155,10 @@ def high_watermarks(client, starts: dict[tuple[str, int], int], timeout: float =
     return marks
 
 
-def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *,
+def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with_order: bool = True,
                  timeout: float = FETCH_TIMEOUT_S) -> dict[tuple[str, int], pa.Table]:
-    """Records of each ``(topic, partition)`` with ``start <= offset < end``, in offset order."""
+    """Records of each ``(topic, partition)`` with ``start <= offset < end``, in offset order; with
+    ``with_order``, the ``ORDER_HEADER`` of each (else null)."""
     from confluent_kafka import TopicPartition
 
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
@@ -162,6 +168,7 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *,
     pending = set(wanted)
     deadline = time.monotonic() + timeout
     remaining = {tp: end - start for tp, (start, end) in wanted.items()}
+    only = next(iter(wanted)) if len(wanted) == 1 else None  # one partition: no need to ask each record
     try:
         while pending:
             # consume() waits until it has this many events or the timeout: ask for what is still due
@@ -169,7 +176,7 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *,
             if not messages and time.monotonic() > deadline:
                 raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
             for msg in messages:
-                tp = (msg.topic(), msg.partition())
+                tp = only or (msg.topic(), msg.partition())
                 if tp not in pending:
                     continue
                 end = wanted[tp][1]
@@ -185,21 +192,22 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *,
                 if offset >= end:
                     pending.discard(tp)
                     continue
-                remaining[tp] = end - offset - 1
                 offsets, stamps, keys, values, orders = columns[tp]
                 offsets.append(offset)
                 keys.append(msg.key())
                 values.append(msg.value())
-                headers = msg.headers()
-                if headers:
-                    order, zero_time = _read_headers(headers)
-                    orders.append(order)
-                    stamps.append(0 if zero_time else msg.timestamp()[1])
-                else:
-                    orders.append(None)
-                    stamps.append(msg.timestamp()[1])
+                stamp = msg.timestamp()[1]
+                stamps.append(stamp)
+                if with_order or stamp == 1:  # headers cost a call per record: read them only when they matter
+                    order, zero_time = _read_headers(msg.headers() or ())
+                    orders.append((len(offsets) - 1, order))
+                    if zero_time:
+                        stamps[-1] = 0
                 if offset >= end - 1:
                     pending.discard(tp)
+            if messages:
+                got = {tp: len(columns[tp][0]) for tp in pending}
+                remaining = {tp: wanted[tp][1] - wanted[tp][0] - got[tp] for tp in pending}
             deadline = time.monotonic() + timeout if messages else deadline
     finally:
         if wanted:
@@ -228,8 +236,11 @@ def stamp_headers(timestamp: int, headers: list) -> tuple[int, list]:
 
 
 def _fetched_table(partition: int, cols) -> pa.Table:
-    offsets, stamps, keys, values, orders = cols
+    offsets, stamps, keys, values, sparse_orders = cols
     n = len(offsets)
+    orders = [None] * n
+    for position, order in sparse_orders:
+        orders[position] = order
     return pa.table(
         [
             pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
@@ -247,6 +258,7 @@ class KafkaTopics:
         self.bootstrap = bootstrap
         self._admin = admin(bootstrap)
         self._consumer = None
+        self._probe = None
         self._sequence = 0
 
     def _client(self):
@@ -319,7 +331,9 @@ class KafkaTopics:
 
     def end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         starts = {(t, p): 0 for t in topics for p in range(self.partitions(t))}
-        return high_watermarks(self._client(), starts)
+        if self._probe is None:
+            self._probe = probe(self.bootstrap)
+        return high_watermarks(self._probe, starts)
 
     def committed_seq(self) -> int:
         """The number of offsets on the broker: it grows whenever anything is written."""
@@ -341,6 +355,7 @@ class KafkaTopics:
         ]
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for client in (self._consumer, self._probe):
+            if client is not None:
+                client.close()
+        self._consumer = self._probe = None

@@ -100,6 +100,7 @@ class WrittenSoFar:
 def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function writing each micro-batch to ``topic`` exactly once."""
     clients: list = []  # the producer, made on first use and released by close()
+    failures: list = []  # errors of records the broker did not take
     written: list[WrittenSoFar] = []
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
@@ -115,28 +116,26 @@ def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> 
         rows = batch.select("key", "value", "timestamp", *order).toArrow()
         if order:
             rows = rows.sort_by([(c, "ascending") for c in order])
-        failures: list[str] = []
-
-        def delivered(err, _msg):
-            if err is not None:
-                failures.append(err.str())
-
-        if not clients:
-            clients.append(producer(bootstrap))
+        if not clients:  # delivery reports only for failures: a callback per record costs as much as the send
+            clients.append(producer(bootstrap, **{"delivery.report.only.error": True,
+                                                  "on_delivery": lambda err, _msg: failures.append(err.str())}))
         out = clients[0]
-        writer, batch_header = writer_id.encode(), str(batch_id).encode()
+        failures.clear()
+        writer_header, batch_header = (WRITER_HEADER, writer_id.encode()), (BATCH_HEADER, str(batch_id).encode())
         keys, values, stamps = (rows.column(n).to_pylist() for n in ("key", "value", "timestamp"))
+        produce = out.produce
         for index, (key, value, stamp) in enumerate(zip(keys, values, stamps)):
             if index in present:
                 continue
-            stamp, headers = stamp_headers(stamp or 0, [(WRITER_HEADER, writer), (BATCH_HEADER, batch_header),
-                                                        (INDEX_HEADER, str(index).encode())])
+            headers = [writer_header, batch_header, (INDEX_HEADER, str(index).encode())]
+            if not stamp:
+                stamp, headers = stamp_headers(0, headers)
             while True:
                 try:
-                    out.produce(topic, key=key, value=value, timestamp=stamp, headers=headers, on_delivery=delivered)
+                    produce(topic, key=key, value=value, timestamp=stamp, headers=headers)
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
-                    out.poll(0.1)
+                    out.poll(0.05)
         if out.flush(120) or failures:
             raise BrokerError(f"micro-batch {batch_id} not fully delivered to {topic}: {failures[:3] or 'flush timed out'}")
         written_so_far.wrote(batch_id, len(keys))

@@ -38,7 +38,7 @@ from pyspark.sql.types import StructType
 
 from .embedded_source import _ARROW_SCHEMA, SOURCE_SCHEMA, _count_null_values, _ticks
 from .event_time import NO_TIME, Clock
-from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks
+from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
 
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
@@ -82,6 +82,8 @@ class KafkaTopicReader(DataSourceStreamReader):
         )
         self.ticks = int(options.get("ticks", "0") or 0)
         self._client = None
+        self._probe = None
+        self._known_ends: dict = {}
         self._admin = None
 
     # ------------------------------------------------------------------ driver
@@ -90,6 +92,11 @@ class KafkaTopicReader(DataSourceStreamReader):
         if self._client is None:
             self._client = consumer(self.bootstrap)
         return self._client
+
+    def _prober(self):
+        if self._probe is None:
+            self._probe = probe(self.bootstrap)
+        return self._probe
 
     def _layout(self) -> tuple[list[tuple[str, int]], dict]:
         from confluent_kafka import TopicCollection
@@ -112,7 +119,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         tps, ids = self._layout()
         client = self._consumer()
         lows = {tp: client.get_watermark_offsets(TopicPartition(*tp), timeout=10)[0] for tp in tps}
-        starts = high_watermarks(client, lows) if self.starting == "latest" else lows
+        starts = high_watermarks(self._prober(), lows) if self.starting == "latest" else lows
         offset = {"partitions": {_tp_key(tp): [int(starts[tp]), NO_KEY] for tp in tps}, "topicIds": ids, "count": 0}
         if self.clock is not None:
             offset.update(streamTime=None, nullValues={})
@@ -131,14 +138,12 @@ class KafkaTopicReader(DataSourceStreamReader):
         cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = {**start, "partitions": dict(start["partitions"]), "topicIds": ids}
         if not self.ordered:
-            budget = cap
+            counts = _share(cap, {tp: max(0, ends[tp] - firsts[tp]) for tp in nexts})
             for tp in nexts:
-                upto = ends[tp] if budget is None else min(ends[tp], firsts[tp] + budget)
-                budget = None if budget is None else budget - (upto - firsts[tp])
-                end["partitions"][_tp_key(tp)] = [upto, NO_KEY] + ([firsts[tp]] if tp in restarts else [])
+                end["partitions"][_tp_key(tp)] = [firsts[tp] + counts[tp], NO_KEY] + ([firsts[tp]] if tp in restarts else [])
             return end
         ranges = {tp: (firsts[tp], ends[tp] if cap is None else min(ends[tp], firsts[tp] + cap)) for tp in nexts}
-        batch, keys = self._merged(fetch_ranges(self._consumer(), ranges), start, cap)
+        batch, keys = self._merged(fetch_ranges(self._consumer(), ranges, with_order=self.by_header), start, cap)
         taken = {tp: firsts[tp] for tp in nexts}
         for (topic, partition), last in _last_offsets(batch).items():
             taken[(topic, partition)] = last + 1
@@ -159,7 +164,7 @@ class KafkaTopicReader(DataSourceStreamReader):
             raise DataLossError(f"the partitions of {', '.join(self.topics)} changed: the checkpoint has "
                                 f"{sorted(nexts)}, the broker {sorted(tps)}")
         recreated = {tp for tp in nexts if ids[tp[0]] != start.get("topicIds", {}).get(tp[0], ids[tp[0]])}
-        ends = high_watermarks(self._consumer(), {tp: o for tp, o in nexts.items() if tp not in recreated})
+        ends = self._high_watermarks({tp: o for tp, o in nexts.items() if tp not in recreated})
         lost = [tp for tp in nexts if tp in recreated or ends[tp] == LOST]
         if lost and self.fail_on_loss:
             raise DataLossError(
@@ -171,8 +176,19 @@ class KafkaTopicReader(DataSourceStreamReader):
 
             low = self._consumer().get_watermark_offsets(TopicPartition(*tp), timeout=10)[0]
             ends[tp + ("from",)] = low
-            ends[tp] = high_watermarks(self._consumer(), {tp: low})[tp]
+            ends[tp] = high_watermarks(self._prober(), {tp: low})[tp]
         return ends, ids
+
+    def _high_watermarks(self, nexts: dict) -> dict:
+        """End offsets, probed at the end seen last time (a fetch there returns only new records, if any);
+        where that is past the end, probed again at the checkpointed offset."""
+        froms = {tp: max(o, self._known_ends.get(tp, 0)) for tp, o in nexts.items()}
+        ends = high_watermarks(self._prober(), froms)
+        again = {tp: nexts[tp] for tp, end in ends.items() if end == LOST and froms[tp] > nexts[tp]}
+        if again:
+            ends.update(high_watermarks(self._prober(), again))
+        self._known_ends.update({tp: end for tp, end in ends.items() if end != LOST})
+        return ends
 
     def _merged(self, fetched: dict, start: dict, cap: Optional[int]) -> tuple[pa.Table, dict]:
         keys = {_tp_of(k): v[1] for k, v in start["partitions"].items()}
@@ -197,9 +213,9 @@ class KafkaTopicReader(DataSourceStreamReader):
     # ------------------------------------------------------------------ worker
 
     def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
-        client = consumer(self.bootstrap, **{"fetch.wait.max.ms": 100, "queued.min.messages": 200000})
+        client = consumer(self.bootstrap, **{"queued.min.messages": 200000})
         try:
-            fetched = fetch_ranges(client, partition.ranges)
+            fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header)
         finally:
             client.close()
         if not self.ordered:
@@ -225,10 +241,29 @@ class KafkaTopicReader(DataSourceStreamReader):
         pass
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        self._admin = None
+        for client in (self._client, self._probe):
+            if client is not None:
+                client.close()
+        self._client = self._probe = self._admin = None
+
+
+def _share(cap: Optional[int], available: dict) -> dict:
+    """How many records each partition gives a batch of at most ``cap``: equal shares, and what a
+    partition cannot use goes to the others (so partitions are read in parallel)."""
+    if cap is None or sum(available.values()) <= cap:
+        return dict(available)
+    counts, left, open_ = {tp: 0 for tp in available}, cap, [tp for tp in available if available[tp]]
+    while left > 0 and open_:
+        share = max(1, left // len(open_))
+        for tp in list(open_):
+            take = min(share, available[tp] - counts[tp], left)
+            counts[tp] += take
+            left -= take
+            if counts[tp] == available[tp]:
+                open_.remove(tp)
+            if left == 0:
+                break
+    return counts
 
 
 def _clock_state(offset: dict) -> dict:

@@ -39,18 +39,24 @@ DEBEZIUM_OPS = ("c", "r", "u", "d")  # create, snapshot read, update, delete
 CORRUPT = "__corrupt"
 
 
+RAW = ("topic", "partition", "offset", "timestamp", "key", "value")  # what a dead letter keeps of its record
+PARSED = "__p"
+
+
 def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLetters] = None) -> DataFrame:
-    """The scan's rows; records that cannot be decoded go to ``dead_letters`` (module docstring)."""
+    """The scan's rows; records that cannot be decoded go to ``dead_letters`` (module docstring). The value
+    is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
     if source.value_format == "AVRO":
         df = _avro_as_json(df, source)
-    df = df.withColumn(ERROR, _decode_error(source))
+    df = df.withColumn(PARSED, _value_parser(source))
+    df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
     if dead_letters is not None:
         df = df.mapInArrow(dead_letters.divert, df.schema)
     else:
         df = df.where(F.col(ERROR).isNull())
-    return _decoded(df, scan)
+    return df.drop(*RAW, ERROR)
 
 
 def _value_parser(source) -> Column:
@@ -67,9 +73,8 @@ def _value_parser(source) -> Column:
     return F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
 
 
-def _decode_error(source) -> Column:
+def _decode_error(source, parsed: Column) -> Column:
     """Why a record cannot be decoded, or null."""
-    parsed = _value_parser(source)
     fmt = source.changelog_format or source.value_format
     error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()),
                    F.lit(f"the value is not {fmt} with the columns of {source.name}"))
@@ -92,20 +97,21 @@ def _avro_as_json(df: DataFrame, source) -> DataFrame:
     value_cols = [(c.name, c.type) for c in source.columns if c.origin == "value"]
     schema = avro_schema_text(dict(source.properties), source.name, value_cols)
     out = StructType(df.schema.fields + [StructField(AVRO_ERROR, StringType())])
-    return df.mapInArrow(avro_values_to_json(schema, [n for n, _ in value_cols]), out)
+    return df.mapInArrow(avro_values_to_json(schema, [n for n, _ in value_cols], source.name), out)
 
 
 def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
+    """The scan's columns from the parsed value (``PARSED``), with ``RAW`` and ``ERROR`` kept."""
     source = scan.source
+    failed = F.col(ERROR).isNotNull()
     debezium = source.changelog_format == "debezium-json"
-    parsed = _value_parser(source)
     if debezium:
         # a null value is the Kafka tombstone that follows a delete: the delete already said it
-        df = df.withColumn("__e", parsed).where(F.col("__e.op").isin(*DEBEZIUM_OPS))
-        tombstone = F.col("__e.op") == "d"
-        df = df.withColumn("__v", F.when(tombstone, F.col("__e.before")).otherwise(F.col("__e.after")))
+        df = df.where(failed | F.col(f"{PARSED}.op").isin(*DEBEZIUM_OPS))
+        tombstone = F.col(f"{PARSED}.op") == "d"
+        df = df.withColumn("__v", F.when(tombstone, F.col(f"{PARSED}.before")).otherwise(F.col(f"{PARSED}.after")))
     else:
-        df = df.withColumn("__v", parsed)
+        df = df.withColumn("__v", F.col(PARSED))
         tombstone = F.col("value").isNull()
     if source.kind == "STREAM":
         df = df.where(~tombstone)
@@ -135,7 +141,7 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
                  F.col("stream_time").alias(STREAM_TIME)]
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
-    return df.select(*selected)
+    return df.select(*selected, *RAW, ERROR)
 
 
 def _key_column(key_format: str, col, multi: bool) -> Column:
