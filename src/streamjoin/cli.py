@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     explain = sub.add_parser("explain", help="print the logical and physical plan of a script's queries")
     explain.add_argument("script")
 
-    topic = sub.add_parser("topic", help="embedded topics")
+    topic = sub.add_parser("topic", help="embedded topics, or a broker's with --bootstrap-servers")
+    topic.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"))
     tsub = topic.add_subparsers(dest="topic_command", required=True)
     produce = tsub.add_parser("produce", help="append JSON lines from stdin to a topic")
     produce.add_argument("name")
@@ -145,9 +146,10 @@ def _explain(args) -> int:
 
 
 def _topic(args) -> int:
+    from .connectors.kafka_client import KafkaTopics
     from .connectors.topic_store import TopicStore
 
-    store = TopicStore(os.path.join(args.home, "topics"))
+    store = KafkaTopics(args.bootstrap_servers) if args.bootstrap_servers else TopicStore(os.path.join(args.home, "topics"))
     if args.topic_command == "list":
         for name in store.topics():
             print(name)
@@ -157,7 +159,7 @@ def _topic(args) -> int:
             print(json.dumps({
                 "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
                 "key": r.key.decode("utf-8", "replace") if r.key is not None else None,
-                "value": json.loads(r.value) if r.value is not None else None,
+                "value": _shown(r.value),
             }))
         return 0
     store.create(args.name, args.partitions)
@@ -174,6 +176,22 @@ def _topic(args) -> int:
     store.append([(args.name, records)], partitions=args.partitions)
     print(f"{len(records)} records appended to {args.name}", file=sys.stderr)
     return 0
+
+
+def _shown(value):
+    """A value as JSON when it is JSON, else its text (DELIMITED), else base64 (Avro)."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        pass
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+
+        return {"base64": base64.b64encode(value).decode()}
 
 
 def _record_from(obj, args):

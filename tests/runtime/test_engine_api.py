@@ -93,3 +93,19 @@ def test_dropped_records_are_counted(spark, tmp_path):
     engine.stop()
     assert {k: metrics[k] for k in ("null_value", "null_key", "late")} == {"null_value": 1, "null_key": 1, "late": 1}
     assert metrics["state_rows"] >= 1
+
+
+def test_progress_lines_show_the_clock_outputs_and_dead_letters(spark, tmp_path):
+    from streamjoin.runtime.progress import progress_lines
+
+    engine = Engine(spark, home=str(tmp_path))
+    engine.execute(DDL + "CREATE TABLE names (id STRING PRIMARY KEY, label STRING) WITH (kafka_topic='names', value_format='JSON');"
+                   "CREATE STREAM labelled AS SELECT p.sku, n.label FROM products p LEFT JOIN names n ON p.product_id = n.id;")
+    produce_inputs(engine.store, [
+        {"topic": "products", "timestamp": 60_000, "value": {"SKU": "s1", "PRODUCT_ID": "p1", "NAME": "scooter"}},
+        {"topic": "products", "timestamp": 61_000, "value": "not an object"},
+    ])
+    engine.process_all_available()
+    [line] = progress_lines(engine)
+    engine.stop()
+    assert "out 1 rows to LABELLED" in line and "stream time 1970-01-01 00:01:01.000" in line and "1 dead letters" in line

@@ -43,6 +43,7 @@ from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
 LAST = int(np.iinfo(np.int64).max)
+ORDERED_BATCH = 200_000  # default cap of an ordered micro-batch
 
 
 class DataLossError(BrokerError):
@@ -126,7 +127,9 @@ class KafkaTopicReader(DataSourceStreamReader):
         return offset
 
     def getDefaultReadLimit(self):
-        return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
+        # an ordered batch is read by the driver too: a backlog is taken ORDERED_BATCH records at a time
+        limit = self.max_records or (ORDERED_BATCH if self.ordered else 0)
+        return ReadMaxRows(limit) if limit > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit) -> dict:
         nexts = {_tp_of(k): v[0] for k, v in start["partitions"].items()}
