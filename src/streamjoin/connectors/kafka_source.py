@@ -216,7 +216,7 @@ class KafkaTopicReader(DataSourceStreamReader):
     # ------------------------------------------------------------------ worker
 
     def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
-        client = consumer(self.bootstrap, **{"queued.min.messages": 200000})
+        client = consumer(self.bootstrap, **{"queued.min.messages": 200000, "max.partition.fetch.bytes": 8 << 20})
         try:
             fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header)
         finally:
