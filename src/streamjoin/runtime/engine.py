@@ -2,7 +2,8 @@
 
 ``Engine(spark).execute(sql)`` parses and plans the whole script first — every statement is validated
 and every join's operator looked up — and only then creates topics and starts the persistent queries,
-so a refused statement starts nothing. Each query gets a checkpoint directory named after its id, so
+so a refused statement starts nothing. Topics are the embedded store's, or a Kafka broker's when
+``bootstrap.servers`` is given (argument, ``STREAMJOIN_BOOTSTRAP_SERVERS`` or ``SET``). Each query gets a checkpoint directory named after its id, so
 running the same script again resumes every query where it stopped.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .session import register_sources
 
 DEFAULT_HOME = ".streamjoin"
 ORDER_PROPERTY = "streamjoin.ingestion.order"  # 'timestamp' (default) or 'produced' (Kafka sources)
+DATA_LOSS_PROPERTY = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed records are gone is read again
 
 
 @dataclass
@@ -183,7 +185,8 @@ class Engine:
         buckets = int(self.catalog.properties.get("streamjoin.buckets", DEFAULT_TIME_BUCKETS))
         bootstrap = getattr(self.store, "bootstrap", None)
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
-                                ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"))
+                                ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"),
+                                fail_on_data_loss=self.catalog.properties.get(DATA_LOSS_PROPERTY, "true").lower() != "false")
         dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets,
