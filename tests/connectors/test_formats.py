@@ -1,10 +1,8 @@
 """Avro schemas derived from Spark column types, and the Kafka source's batch shares (no Spark, no broker)."""
 from __future__ import annotations
 
-import io
 import json
 
-import fastavro
 import pyarrow as pa
 import pytest
 
