@@ -53,7 +53,7 @@ SOURCE_SCHEMA = StructType(
     ]
 )
 
-_ARROW_SCHEMA = pa.schema(
+ARROW_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
         ("partition", pa.int32()),
@@ -136,7 +136,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         table = _read_slice(self.root, self.topics, after, end)
         clock, clock_state = self.clock.run(table, self._clock_state(start))
         self.clock_cache.put(after, end, clock)
-        return self._offset(end, clock_state, _count_null_values(table, start.get("nullValues") or {}))
+        return self._offset(end, clock_state, count_null_values(table, start.get("nullValues") or {}))
 
     def reportLatestOffset(self) -> dict:
         return {"seq": self._store().committed_seq()}
@@ -163,13 +163,13 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             [table.column("topic")]
             + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")]
             + [stream_time],
-            schema=_ARROW_SCHEMA,
+            schema=ARROW_SCHEMA,
         )
         yield from out.to_batches()
         if self.ticks and self.clock is not None:
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
-            yield _ticks(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
+            yield tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
 
     def commit(self, end: dict) -> None:
         if self.clock_cache is not None:
@@ -214,7 +214,7 @@ class _ClockCache:
                     os.remove(os.path.join(self.dir, name))
 
 
-def _count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
+def count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
     """Running count, per topic, of records with a null value (ignored by streams; counted, not lost)."""
     counts = dict(counts)
     if table is not None:
@@ -224,7 +224,7 @@ def _count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
     return counts
 
 
-def _ticks(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.RecordBatch:
+def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.RecordBatch:
     """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record."""
     return pa.RecordBatch.from_arrays(
         [
@@ -232,7 +232,7 @@ def _ticks(count: int, seq: int, stream_time: Optional[int], start: Optional[int
             pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
             pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
         ],
-        schema=_ARROW_SCHEMA,
+        schema=ARROW_SCHEMA,
     )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import StreamjoinError
-from .topic_store import RECORD_SCHEMA, Record
+from .topic_store import RECORD_SCHEMA, Record, records_of
 
 BOOTSTRAP_PROPERTY = "bootstrap.servers"
 BOOTSTRAP_ENV = "STREAMJOIN_BOOTSTRAP_SERVERS"
@@ -349,10 +349,7 @@ class KafkaTopics:
         return pa.table([seq] + [table.column(n) for n in RECORD_SCHEMA.names[1:]], schema=RECORD_SCHEMA)
 
     def records(self, topic: str) -> list[Record]:
-        return [
-            Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"])
-            for r in self.read_table(topic).to_pylist()
-        ]
+        return records_of(self.read_table(topic))
 
     def close(self) -> None:
         for client in (self._consumer, self._probe):

@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from .embedded_source import _ARROW_SCHEMA, SOURCE_SCHEMA, _count_null_values, _ticks
+from .embedded_source import ARROW_SCHEMA, SOURCE_SCHEMA, count_null_values, tick_rows
 from .event_time import NO_TIME, Clock
 from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
 
@@ -146,18 +146,15 @@ class KafkaTopicReader(DataSourceStreamReader):
                 end["partitions"][_tp_key(tp)] = [firsts[tp] + counts[tp], NO_KEY] + ([firsts[tp]] if tp in restarts else [])
             return end
         ranges = {tp: (firsts[tp], ends[tp] if cap is None else min(ends[tp], firsts[tp] + cap)) for tp in nexts}
-        batch, keys = self._merged(fetch_ranges(self._consumer(), ranges, with_order=self.by_header), start, cap)
-        taken = {tp: firsts[tp] for tp in nexts}
-        for (topic, partition), last in _last_offsets(batch).items():
-            taken[(topic, partition)] = last + 1
+        batch, last = self._merged(fetch_ranges(self._consumer(), ranges, with_order=self.by_header), start, cap)
         for tp in nexts:
-            end["partitions"][_tp_key(tp)] = [taken[tp], keys.get(tp, start["partitions"][_tp_key(tp)][1])] + (
-                [firsts[tp]] if tp in restarts else [])
+            offset, running = last.get(tp, (firsts[tp] - 1, start["partitions"][_tp_key(tp)][1]))
+            end["partitions"][_tp_key(tp)] = [offset + 1, running] + ([firsts[tp]] if tp in restarts else [])
         end["count"] = start["count"] + batch.num_rows
         if self.clock is not None:
             _, clock_state = self.clock.run(batch if batch.num_rows else None, _clock_state(start))
             end.update(clock_state)
-            end["nullValues"] = _count_null_values(batch, start.get("nullValues") or {})
+            end["nullValues"] = count_null_values(batch, start.get("nullValues") or {})
         return end
 
     def _ends(self, start: dict, nexts: dict) -> tuple[dict, dict]:
@@ -194,12 +191,18 @@ class KafkaTopicReader(DataSourceStreamReader):
         return ends
 
     def _merged(self, fetched: dict, start: dict, cap: Optional[int]) -> tuple[pa.Table, dict]:
+        """The first ``cap`` records in ingestion order, and each partition's last offset and running
+        maximum among them (both only grow along a partition, so they are its maxima)."""
         keys = {_tp_of(k): v[1] for k, v in start["partitions"].items()}
-        batch, new_keys = merge(fetched, keys, self.topic_index, by_header=self.by_header)
+        batch, _ = merge(fetched, keys, self.topic_index, by_header=self.by_header)
         if cap is not None and batch.num_rows > cap:
             batch = batch.slice(0, cap)
-            new_keys = _keys_after(batch, keys)
-        return batch.drop_columns(["order_key"]), new_keys
+        last = {}
+        if batch.num_rows:
+            ends = batch.group_by(["topic", "partition"]).aggregate([("offset", "max"), ("order_key", "max")])
+            columns = (ends.column(c).to_pylist() for c in ("topic", "partition", "offset_max", "order_key_max"))
+            last = {(t, p): (o, k) for t, p, o, k in zip(*columns)}
+        return batch.drop_columns(["order_key"]), last
 
     def partitions(self, start: dict, end: dict):
         ranges = {}
@@ -238,7 +241,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         if self.ticks and self.clock is not None and batch.num_rows:
             known = times[times != NO_TIME]
             first = int(known[0]) if len(known) else None
-            yield _ticks(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
+            yield tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
 
     def commit(self, end: dict) -> None:
         pass
@@ -300,22 +303,6 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
     return table.drop_columns(["topic_index"]), new_keys
 
 
-def _last_offsets(batch: pa.Table) -> dict:
-    last: dict = {}
-    for topic, partition, offset in zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
-                                        batch.column("offset").to_pylist()):
-        last[(topic, partition)] = offset
-    return last
-
-
-def _keys_after(batch: pa.Table, keys: dict) -> dict:
-    out = dict(keys)
-    for topic, partition, key in zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
-                                     batch.column("order_key").to_pylist()):
-        out[(topic, partition)] = key
-    return out
-
-
 def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
     if not table.num_rows:
         return
@@ -324,7 +311,7 @@ def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
         + [table.column("key"), table.column("value"), stream_time],
-        schema=_ARROW_SCHEMA,
+        schema=ARROW_SCHEMA,
     )
     yield from out.to_batches()
 

@@ -237,8 +237,9 @@ class TopicStore:
         return upto_seq
 
     def records(self, topic: str) -> list[Record]:
-        table = self.read_table(topic)
-        return [
-            Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"])
-            for r in table.to_pylist()
-        ]
+        return records_of(self.read_table(topic))
+
+
+def records_of(table: pa.Table) -> list[Record]:
+    """``Record``s of a table in ``RECORD_SCHEMA``."""
+    return [Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"]) for r in table.to_pylist()]
