@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     test.add_argument("--records-per-batch", default="all", help="N records per micro-batch, or 'all'")
     test.add_argument("--filter", default="", help="only cases whose name contains this text")
     test.add_argument("--json", dest="json_file", help="write results as JSON to this file")
+    test.add_argument("--workers", type=int, default=1, help="cases run at once on the one SparkSession")
     test.add_argument("--bootstrap-servers", help="run the cases on Kafka topics on this broker "
                       "('local': start a throw-away broker on 127.0.0.1; the case's topics are deleted)")
     test.add_argument("--master")
@@ -118,7 +119,7 @@ def _test(args) -> int:
 
     def run(bootstrap):
         return run_and_report(_session(args.master), cases, records_per_batch=per_batch, bootstrap=bootstrap,
-                              json_file=args.json_file)
+                              json_file=args.json_file, workers=args.workers)
 
     if args.bootstrap_servers == "local":
         from .connectors.local_broker import local_broker

@@ -35,16 +35,16 @@ def known_failures() -> dict[str, str]:
 
 
 LONG_CASE, LONG_CUT = 30, 7
+WORKERS = 2  # cases at once on the shared session: a case mostly waits on the driver
 
 
 @pytest.fixture(scope="module")
 def results(spark):
     cases = load_cases([str(SEED_CASES), str(OUR_CASES)])
-    whole = run_cases(spark, cases, records_per_batch=0, echo=False)
-    cut = {c.id: r for cut_every, group in ((1, [c for c in cases if len(c.inputs) <= LONG_CASE]),
-                                            (LONG_CUT, [c for c in cases if len(c.inputs) > LONG_CASE]))
-           for c, r in zip(group, run_cases(spark, group, records_per_batch=cut_every, echo=False))}
-    return {0: whole, 1: [cut[c.id] for c in cases]}
+    whole = run_cases(spark, cases, records_per_batch=0, echo=False, workers=WORKERS)
+    cut = run_cases(spark, cases, records_per_batch=lambda c: 1 if len(c.inputs) <= LONG_CASE else LONG_CUT,
+                    echo=False, workers=WORKERS)
+    return {0: whole, 1: cut}
 
 
 @pytest.mark.parametrize("mode", [0, 1], ids=["all-in-one-batch", "one-record-per-batch"])

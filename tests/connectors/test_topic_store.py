@@ -59,3 +59,5 @@ def test_seq_after_counts_records_of_the_named_topics_only(tmp_path):
     assert store.seq_after(["a"], 1, 1, 3) == 3
     assert store.seq_after(["a", "b"], 0, 2, 3) == 2
     assert store.seq_after(["a"], 0, 5, 3) == 3
+    assert store.seq_after(["b"], 0, 5, 3) == 2  # fewer than asked: the last of b's
+    assert store.seq_after(["b"], 2, 5, 3) == 2  # none after 2: no batch to read

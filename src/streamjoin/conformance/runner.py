@@ -105,10 +105,12 @@ def _topic_formats(catalog) -> dict:
     return formats
 
 
-def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, bootstrap: Optional[str] = None) -> CaseResult:
+def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, bootstrap: Optional[str] = None,
+             query_name_prefix: str = "") -> CaseResult:
     started = time.monotonic()
     home = tempfile.mkdtemp(prefix="sjcase-")
-    engine = Engine(spark, home=home, records_per_batch=records_per_batch, bootstrap_servers=bootstrap)
+    engine = Engine(spark, home=home, records_per_batch=records_per_batch, bootstrap_servers=bootstrap,
+                    query_name_prefix=query_name_prefix)
     engine.catalog.properties.update({k: str(v) for k, v in case.properties.items()})
     if bootstrap:
         engine.catalog.properties.setdefault(ORDER_PROPERTY, "produced")

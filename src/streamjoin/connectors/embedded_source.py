@@ -128,9 +128,10 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         store = self._store()
         committed = store.committed_seq()
         after = start["seq"]
-        end = committed
-        if isinstance(limit, ReadMaxRows) and committed > after:
-            end = store.seq_after(self.topics, after, limit.max_rows, committed)
+        end = after
+        if committed > after:
+            most = limit.max_rows if isinstance(limit, ReadMaxRows) else committed - after
+            end = store.seq_after(self.topics, after, most, committed)
         if self.clock is None or end == after:
             return self._offset(end, self._clock_state(start), start.get("nullValues"))
         table = _read_slice(self.root, self.topics, after, end)

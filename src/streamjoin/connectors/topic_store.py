@@ -220,21 +220,23 @@ class TopicStore:
         return pa.concat_tables(parts)
 
     def seq_after(self, topics: Iterable[str], after_seq: int, count: int, upto_seq: int) -> int:
-        """The sequence number of the ``count``-th record after ``after_seq`` in any of ``topics``
-        (or ``upto_seq`` if there are fewer). Reads no data: a segment's sequence numbers are contiguous
-        and its name gives their range."""
+        """The sequence number of the ``count``-th record after ``after_seq`` in any of ``topics`` (or of
+        their last record up to ``upto_seq`` if there are fewer; ``after_seq`` if there is none, so that
+        records of other topics, such as a query's own output, start no batch). Reads no data: a
+        segment's sequence numbers are contiguous and its name gives their range."""
         ranges = sorted(
             r for topic in topics for r in map(_segment_range, self._segments(topic))
             if r[1] > after_seq and r[0] <= upto_seq
         )
-        remaining = count
+        remaining, end = count, after_seq
         for first, last in ranges:
             first, last = max(first, after_seq + 1), min(last, upto_seq)
             size = last - first + 1
             if remaining <= size:
                 return first + remaining - 1
             remaining -= size
-        return upto_seq
+            end = last
+        return end
 
     def records(self, topic: str) -> list[Record]:
         return records_of(self.read_table(topic))

@@ -80,6 +80,7 @@ class Engine:
     catalog: Catalog = field(default_factory=Catalog)
     queries: list[RunningQuery] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    query_name_prefix: str = ""  # Spark query names must be unique in a session: set it when engines share one
 
     def __post_init__(self) -> None:
         self.home = str(Path(self.home).absolute())
@@ -199,7 +200,7 @@ class Engine:
         else:
             write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
         writer = (
-            result.writeStream.queryName(planned.query_id)
+            result.writeStream.queryName(self.query_name_prefix + planned.query_id)
             .foreachBatch(write)
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
