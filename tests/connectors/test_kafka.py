@@ -1,7 +1,8 @@
 """Kafka topics on a real broker (Tansu, started on 127.0.0.1 by the test): the source resumes exactly from
-its checkpoint, honours startingOffsets and the batch limit, keeps keys, values, timestamps and
-tombstones, and reports lost data; seed conformance cases give the same results on Kafka; a query killed
-with SIGKILL and restarted writes each result to its Kafka topic exactly once."""
+its checkpoint, honours startingOffsets and the batch limit, keeps keys, values, timestamps,
+headers and tombstones, and reports lost data; seed conformance cases (and a headers case) give the same
+results on Kafka; a query killed with SIGKILL and restarted writes each result to its Kafka topic exactly
+once."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,8 @@ from streamjoin.connectors.local_broker import local_broker
 from streamjoin.connectors.topic_store import Record
 
 from ..conftest import SEED_CASES
+
+OUR_CASES = Path(__file__).parents[1] / "conformance" / "cases"
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +59,13 @@ def _read(spark, bootstrap, topic, checkpoint, **options):
 def test_source_keeps_records_and_resumes_from_its_checkpoint(spark, broker, tmp_path):
     topics, topic = KafkaTopics(broker), _topic("src")
     topics.create(topic, 2)
-    first = [Record(b"k1", b'{"v": 1}', 0, 0), Record(None, b'{"v": 2}', 5, 1), Record(b"k1", None, 7, 0)]
+    headers = (("trace", b"t1"), ("trace", b"t2"), ("none", None))
+    first = [Record(b"k1", b'{"v": 1}', 0, 0, headers=headers), Record(None, b'{"v": 2}', 5, 1), Record(b"k1", None, 7, 0)]
     topics.append([(topic, first)])
-    rows, _ = _read(spark, broker, topic, str(tmp_path / "cp"))
-    got = sorted((r.partition, r.offset, r.key, r.value, r.timestamp) for r in rows)
-    assert got == [(0, 0, b"k1", b'{"v": 1}', 0), (0, 1, b"k1", None, 7), (1, 0, None, b'{"v": 2}', 5)]
+    rows, _ = _read(spark, broker, topic, str(tmp_path / "cp"), headers="true")
+    got = sorted((r.partition, r.offset, r.key, r.value, r.timestamp,
+                  tuple((h.key, h.value) for h in r.headers)) for r in rows)
+    assert got == [(0, 0, b"k1", b'{"v": 1}', 0, headers), (0, 1, b"k1", None, 7, ()), (1, 0, None, b'{"v": 2}', 5, ())]
 
     topics.append([(topic, [Record(b"k2", b'{"v": 3}', 9, 1), Record(b"k3", b'{"v": 4}', 11, 0)])])
     rows, _ = _read(spark, broker, topic, str(tmp_path / "cp"))  # the same checkpoint: only the new records
@@ -96,11 +102,12 @@ KAFKA_CASES = (  # one or two per join family: the whole seed suite runs with `s
     "table-table outer join, KSQL semantic table",
     "Flink left interval join",
     "SQLstream left join of two 1-minute RANGE windows",
+    "KSQL HEADERS and HEADER('k') columns",
 )
 
 
 def _kafka_cases():
-    cases = load_cases([str(SEED_CASES)])
+    cases = load_cases([str(SEED_CASES), str(OUR_CASES / "metadata.json")])
     return [next(c for c in cases if name.casefold() in c.name.casefold()) for name in KAFKA_CASES]
 
 

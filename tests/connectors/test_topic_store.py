@@ -61,3 +61,21 @@ def test_seq_after_counts_records_of_the_named_topics_only(tmp_path):
     assert store.seq_after(["a"], 0, 5, 3) == 3
     assert store.seq_after(["b"], 0, 5, 3) == 2  # fewer than asked: the last of b's
     assert store.seq_after(["b"], 2, 5, 3) == 2  # none after 2: no batch to read
+
+
+def test_headers_are_kept_in_order_and_old_segments_read_without_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    store = TopicStore(tmp_path)
+    headers = (("trace", b"1"), ("trace", b"2"), ("empty", None))
+    store.append([("t", [Record(b"k", b"v", 1, headers=headers), rec("k", "w", 2)])])
+    assert [r.headers for r in store.records("t")] == [headers, ()]
+    old = pa.table({"seq": [3], "partition": pa.array([0], pa.int32()), "offset": [2], "timestamp": [3],
+                    "key": pa.array([b"k"]), "value": pa.array([b"x"])})  # written before headers existed
+    with ipc.new_file(tmp_path / "t" / f"seg-{3:020d}-{3:020d}.arrow", old.schema) as out:
+        out.write_table(old)
+    state = store._state()
+    state["seq"] = 3
+    store._commit(state)
+    assert [r.headers for r in store.records("t")] == [headers, (), ()]

@@ -13,6 +13,7 @@ partitions by the producer sequence the runner stamps on each record (``streamjo
 """
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import tempfile
@@ -54,10 +55,15 @@ def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
     formats = _topic_formats(catalog)
     batches = [
         (i["topic"], [Record(encode_key(i.get("key")), encode_value(i.get("value"), formats.get(i["topic"])),
-                             int(i.get("timestamp", 0)))])
+                             int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))])
         for i in inputs
     ]
     store.append(batches)
+
+
+def decode_headers(headers) -> tuple:
+    """A case record's headers, as ksqlDB's test files write them: ``[{"KEY": name, "VALUE": base64}]``."""
+    return tuple((h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"])) for h in headers or ())
 
 
 def encode_value(value: Any, source=None) -> Optional[bytes]:

@@ -2,7 +2,7 @@
 
 ``spark.readStream.format("streamjoin_topics").option("root", DIR).option("topics", "a,b")`` yields one
 row per record of the named topics: ``topic, partition, offset, timestamp, seq, key, value,
-stream_time``. The offset of the source is the store's global sequence, so one micro-batch covers a
+stream_time, headers`` (``headers`` is null unless the ``headers`` option is true). The offset of the source is the store's global sequence, so one micro-batch covers a
 contiguous slice of the store's ingestion order across all its topics.
 
 With the ``eventTime`` option (JSON: topic -> value field holding the event time, or null for the record
@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from .event_time import NO_TIME, Clock
-from .topic_store import TopicStore
+from .topic_store import HEADERS_TYPE, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
 TICK_TOPIC = "__tick__"
@@ -50,6 +50,7 @@ SOURCE_SCHEMA = StructType(
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
         StructField("stream_time", LongType()),
+        StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
     ]
 )
 
@@ -63,6 +64,7 @@ ARROW_SCHEMA = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("stream_time", pa.int64()),
+        ("headers", HEADERS_TYPE),  # null unless the reader is asked for headers
     ]
 )
 
@@ -100,6 +102,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
         )
         self.ticks = int(options.get("ticks", "0") or 0)
+        self.headers = options.get("headers", "false").lower() == "true"
         self.clock_cache = _ClockCache(self.root, self.topics, event_time, watermarks) if self.clock else None
 
     def _store(self) -> TopicStore:
@@ -163,7 +166,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         out = pa.table(
             [table.column("topic")]
             + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")]
-            + [stream_time],
+            + [stream_time, table.column("headers") if self.headers else pa.nulls(table.num_rows, HEADERS_TYPE)],
             schema=ARROW_SCHEMA,
         )
         yield from out.to_batches()
@@ -232,6 +235,7 @@ def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[
             pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
             pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
             pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
+            pa.nulls(count, HEADERS_TYPE),
         ],
         schema=ARROW_SCHEMA,
     )

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import StreamjoinError
-from .topic_store import RECORD_SCHEMA, Record, records_of
+from .topic_store import HEADERS_TYPE, RECORD_SCHEMA, Record, records_of
 
 BOOTSTRAP_PROPERTY = "bootstrap.servers"
 BOOTSTRAP_ENV = "STREAMJOIN_BOOTSTRAP_SERVERS"
@@ -32,6 +32,7 @@ ORDER_HEADER = "streamjoin.seq"
 # librdkafka sends a timestamp of 0 as "now": streamjoin's producers send such a record with this header
 # and the time 1, and readers restore the 0.
 ZERO_TIME_HEADER = "streamjoin.zero-time"
+INTERNAL_HEADER_PREFIX = "streamjoin."  # headers streamjoin itself adds: not shown to queries
 FETCH_TIMEOUT_S = 30.0
 
 FETCHED_SCHEMA = pa.schema(
@@ -42,6 +43,7 @@ FETCHED_SCHEMA = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("order", pa.int64()),  # the ORDER_HEADER value, or null
+        ("headers", HEADERS_TYPE),  # the record's own headers (without streamjoin's), when asked for
     ]
 )
 
@@ -156,13 +158,14 @@ def high_watermarks(client, starts: dict[tuple[str, int], int], timeout: float =
 
 
 def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with_order: bool = True,
-                 timeout: float = FETCH_TIMEOUT_S) -> dict[tuple[str, int], pa.Table]:
+                 with_headers: bool = False, timeout: float = FETCH_TIMEOUT_S) -> dict[tuple[str, int], pa.Table]:
     """Records of each ``(topic, partition)`` with ``start <= offset < end``, in offset order; with
-    ``with_order``, the ``ORDER_HEADER`` of each (else null)."""
+    ``with_order``, the ``ORDER_HEADER`` of each (else null); with ``with_headers``, their own headers
+    (else null)."""
     from confluent_kafka import TopicPartition
 
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
-    columns = {tp: ([], [], [], [], []) for tp in wanted}
+    columns = {tp: ([], [], [], [], [], [] if with_headers else None) for tp in wanted}
     if wanted:
         client.assign([TopicPartition(t, p, start) for (t, p), (start, _) in wanted.items()])
     pending = set(wanted)
@@ -192,17 +195,21 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
                 if offset >= end:
                     pending.discard(tp)
                     continue
-                offsets, stamps, keys, values, orders = columns[tp]
+                offsets, stamps, keys, values, orders, own_headers = columns[tp]
                 offsets.append(offset)
                 keys.append(msg.key())
                 values.append(msg.value())
                 stamp = msg.timestamp()[1]
                 stamps.append(stamp)
-                if with_order or stamp == 1:  # headers cost a call per record: read them only when they matter
-                    order, zero_time = _read_headers(msg.headers() or ())
+                if with_order or with_headers or stamp == 1:  # a call per record: only when they matter
+                    headers = msg.headers() or ()
+                    order, zero_time = _read_headers(headers)
                     orders.append((len(offsets) - 1, order))
                     if zero_time:
                         stamps[-1] = 0
+                    if with_headers:
+                        own_headers.append([{"key": k, "value": v} for k, v in headers
+                                            if not k.startswith(INTERNAL_HEADER_PREFIX)])
                 if offset >= end - 1:
                     pending.discard(tp)
             if messages:
@@ -236,7 +243,7 @@ def stamp_headers(timestamp: int, headers: list) -> tuple[int, list]:
 
 
 def _fetched_table(partition: int, cols) -> pa.Table:
-    offsets, stamps, keys, values, sparse_orders = cols
+    offsets, stamps, keys, values, sparse_orders, headers = cols
     n = len(offsets)
     orders = [None] * n
     for position, order in sparse_orders:
@@ -245,7 +252,7 @@ def _fetched_table(partition: int, cols) -> pa.Table:
         [
             pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
             pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-            pa.array(orders, pa.int64()),
+            pa.array(orders, pa.int64()), pa.nulls(n, HEADERS_TYPE) if headers is None else pa.array(headers, HEADERS_TYPE),
         ],
         schema=FETCHED_SCHEMA,
     )
@@ -321,7 +328,8 @@ class KafkaTopics:
             for rec in records:
                 self._sequence += 1
                 extra = {"partition": rec.partition} if rec.partition >= 0 else {}
-                stamp, headers = stamp_headers(int(rec.timestamp), [(ORDER_HEADER, str(self._sequence).encode())])
+                stamp, headers = stamp_headers(int(rec.timestamp),
+                                               list(rec.headers) + [(ORDER_HEADER, str(self._sequence).encode())])
                 out.produce(topic, key=rec.key, value=rec.value, timestamp=stamp, headers=headers,
                             on_delivery=delivered, **extra)
                 out.poll(0)
@@ -342,7 +350,7 @@ class KafkaTopics:
     def read_table(self, topic: str) -> pa.Table:
         """Every record of ``topic``, partition after partition, as the store's record schema."""
         ends = self.end_offsets([topic])
-        fetched = fetch_ranges(self._client(), {tp: (0, end) for tp, end in ends.items()})
+        fetched = fetch_ranges(self._client(), {tp: (0, end) for tp, end in ends.items()}, with_headers=True)
         parts = [fetched[tp] for tp in sorted(fetched)]
         table = pa.concat_tables(parts) if parts else FETCHED_SCHEMA.empty_table()
         seq = pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64))

@@ -2,7 +2,9 @@
 
 ``spark.readStream.format("streamjoin_kafka").option("bootstrap", "host:port").option("topics", "a,b")``
 yields the same rows as the embedded source (``embedded_source.SOURCE_SCHEMA``): ``topic, partition,
-offset, timestamp, seq, key, value, stream_time``, plus the tick rows, so everything downstream is the same.
+offset, timestamp, seq, key, value, stream_time, headers``, plus the tick rows, so everything downstream is
+the same. ``headers`` (the record's own, without those streamjoin adds) is read only with the ``headers``
+option, as asking a record for its headers costs a call per record.
 
 **Ingestion order** (DIALECT §2). Within a partition, offset order. Across the query's partitions, a
 merge of their heads: the head with the smallest *order value* goes first, ties by topic (in the order
@@ -39,6 +41,7 @@ from pyspark.sql.types import StructType
 from .embedded_source import ARROW_SCHEMA, SOURCE_SCHEMA, count_null_values, tick_rows
 from .event_time import NO_TIME, Clock
 from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
+from .topic_store import HEADERS_TYPE
 
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
@@ -75,6 +78,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
         self.starting = options.get("startingoffsets", "earliest").lower()
         self.by_header = options.get("order", "timestamp").lower() == "produced"
+        self.headers = options.get("headers", "false").lower() == "true"  # read each record's headers
         self.ordered = options.get("ordered", "true").lower() == "true"
         self.fail_on_loss = options.get("failondataloss", "true").lower() != "false"
         event_time, watermarks = options.get("eventtime"), options.get("watermarks")
@@ -221,7 +225,8 @@ class KafkaTopicReader(DataSourceStreamReader):
     def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
         client = consumer(self.bootstrap, **{"queued.min.messages": 200000, "max.partition.fetch.bytes": 8 << 20})
         try:
-            fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header)
+            fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header,
+                                   with_headers=self.headers)
         finally:
             client.close()
         if not self.ordered:
@@ -296,7 +301,7 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
     if not parts:
         return pa.table({n: pa.array([], t) for n, t in (("partition", pa.int32()), ("offset", pa.int64()),
                          ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
-                         ("topic", pa.string()), ("order_key", pa.int64()))}), new_keys
+                         ("headers", HEADERS_TYPE), ("topic", pa.string()), ("order_key", pa.int64()))}), new_keys
     table = pa.concat_tables(parts)
     table = table.sort_by([("order_key", "ascending"), ("topic_index", "ascending"),
                            ("partition", "ascending"), ("offset", "ascending")])
@@ -310,7 +315,7 @@ def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
         topic = pa.array([topic] * table.num_rows, pa.string())
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
-        + [table.column("key"), table.column("value"), stream_time],
+        + [table.column("key"), table.column("value"), stream_time, table.column("headers")],
         schema=ARROW_SCHEMA,
     )
     yield from out.to_batches()

@@ -6,7 +6,7 @@ Layout::
     root/_lock                           advisory lock serialising writers
     root/<topic>/seg-<first>-<last>.arrow  Arrow IPC segments, one per append, named by global sequence
 
-Every record is ``(key, value, timestamp, partition, offset)`` plus ``seq``: a store-wide sequence number
+Every record is ``(key, value, timestamp, partition, offset, headers)`` plus ``seq``: a store-wide sequence number
 assigned at append time. ``seq`` is the ingestion order across all topics of the store, so a query
 reading several topics sees them in the order they were produced (the conformance runner's input order).
 
@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))  # Kafka record headers
+
 RECORD_SCHEMA = pa.schema(
     [
         ("seq", pa.int64()),
@@ -39,6 +41,7 @@ RECORD_SCHEMA = pa.schema(
         ("timestamp", pa.int64()),
         ("key", pa.binary()),
         ("value", pa.binary()),
+        ("headers", HEADERS_TYPE),
     ]
 )
 
@@ -53,6 +56,7 @@ class Record:
     partition: int = -1  # -1: choose by key hash
     offset: int = -1
     seq: int = -1
+    headers: tuple = ()  # (name, value bytes or None) pairs, in order; a name may repeat
 
 
 def partition_for(key: Optional[bytes], partitions: int) -> int:
@@ -186,6 +190,7 @@ class TopicStore:
             cols["timestamp"].append(int(rec.timestamp))
             cols["key"].append(rec.key)
             cols["value"].append(rec.value)
+            cols["headers"].append([{"key": k, "value": v} for k, v in rec.headers])
         table = pa.table(cols, schema=RECORD_SCHEMA)
         first = cols["seq"][0]
         path = self.root / topic / f"seg-{first:020d}-{seq:020d}.arrow"
@@ -211,6 +216,8 @@ class TopicStore:
                 continue
             with ipc.open_file(seg) as reader:
                 table = reader.read_all()
+            if "headers" not in table.column_names:  # a segment written before records had headers
+                table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
             if first <= after_seq or last > upto:
                 seqs = table.column("seq")
                 table = table.filter(pc.and_(pc.greater(seqs, after_seq), pc.less_equal(seqs, upto)))
@@ -244,4 +251,6 @@ class TopicStore:
 
 def records_of(table: pa.Table) -> list[Record]:
     """``Record``s of a table in ``RECORD_SCHEMA``."""
-    return [Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"]) for r in table.to_pylist()]
+    return [Record(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"], r["seq"],
+                   tuple((h["key"], h["value"]) for h in r.get("headers") or ()))
+            for r in table.to_pylist()]

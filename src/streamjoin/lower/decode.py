@@ -8,7 +8,8 @@ value are ignored (DIALECT §1).
 Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO (turned into JSON text first)
 or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`` row, ``d`` deletes the
 ``before`` row's key; the null-value record after a delete is skipped); keys in KAFKA format (a single
-primitive written as text) or JSON.
+primitive written as text) or JSON. Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
+``METADATA``) come from the record itself: its headers, timestamp, partition, offset or topic.
 
 A record whose value does not parse or does not fit the columns (Spark's PERMISSIVE parsers fill a
 corrupt-record column), or whose single key column cannot be read, gets an error and goes to the query's
@@ -128,6 +129,8 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
             selected.append(F.col("__v").getField(col.name).alias(fid))
         elif col.origin == "key":
             selected.append(_key_column(source.key_format, col, len(key_cols) > 1).alias(fid))
+        elif col.origin == "metadata":
+            selected.append(record_field(col.metadata, col.type).alias(fid))
         else:
             expr = F.current_timestamp() if col.name == source.proctime_column else compile_expr(col.computed)
             selected.append(expr.alias(fid))
@@ -144,6 +147,25 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
     return df.select(*selected, *RAW, ERROR)
 
 
+def record_field(name: str, type_: str) -> Column:
+    """A metadata column's value (``ColumnInfo.metadata``) as ``type_``: every header — (key, value)
+    structs in record order (KSQL), or a map where the last value of a repeated key wins (Flink) — the last
+    value of one header (null if the record lacks it), or the record's timestamp, partition, offset or topic."""
+    headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
+    if name == "headers" and type_.startswith("map"):
+        names = F.array_distinct(F.transform(headers, lambda h: h["key"]))
+        last = F.transform(names, lambda k: F.element_at(F.filter(headers, lambda h: h["key"] == k), -1)["value"])
+        return F.map_from_arrays(names, last)
+    if name == "headers":
+        return headers.cast(type_)
+    if name.startswith("header:"):
+        matching = F.filter(headers, lambda h: h["key"] == F.lit(name[len("header:"):]))
+        return F.when(F.size(matching) > 0, F.element_at(matching, -1)["value"])
+    if name == "timestamp":
+        return F.timestamp_millis(F.col("timestamp"))
+    return F.col(name).cast(type_)
+
+
 def _key_column(key_format: str, col, multi: bool) -> Column:
     text = F.col("key").cast("string")
     if key_format == "JSON" or multi:
@@ -155,7 +177,7 @@ def _key_column(key_format: str, col, multi: bool) -> Column:
 
 def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
     source = scan.source
-    stored = [c for c in source.columns if c.computed is None]
+    stored = [c for c in source.columns if c.computed is None and c.origin != "metadata"]
     fmt = source.value_format.lower()
     if fmt == "json":  # field names match columns case-insensitively, as unquoted identifiers do
         df = spark.read.options(**JSON_READ_OPTIONS).json(source.bounded_path)
@@ -168,7 +190,9 @@ def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
         raise NotYetSupported(f"a file source in format {source.value_format}", issue=7)
     by_name = {f.name: f.id for f in scan.fields}
     selected = [
-        (compile_expr(c.computed) if c.computed is not None else F.col(f"`{c.name}`")).alias(by_name[c.name])
+        (compile_expr(c.computed) if c.computed is not None
+         else F.lit(None).cast(c.type) if c.origin == "metadata"  # a file's lines have no headers or offsets
+         else F.col(f"`{c.name}`")).alias(by_name[c.name])
         for c in source.columns
     ]
     rowtime = F.lit(0).cast("bigint")

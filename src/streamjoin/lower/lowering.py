@@ -50,6 +50,8 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     else:
         reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
+    if any(n.source.reads_headers for n in scans):
+        reader = reader.option("headers", "true")
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
     if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record

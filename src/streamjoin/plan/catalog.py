@@ -15,13 +15,15 @@ from ..sql import ast
 @dataclass(frozen=True)
 class ColumnInfo:
     """A column of a source. ``origin``: 'key' (read from the record key), 'value' (from the value),
-    'computed' (a Flink computed column such as PROCTIME())."""
+    'computed' (a Flink computed column such as PROCTIME()), 'metadata' (a field of the record itself:
+    ``metadata`` is 'headers', 'header:<name>', 'timestamp', 'partition', 'offset' or 'topic')."""
 
     name: str
     type: str  # Spark DDL type
     origin: str = "value"
     computed: Optional[ast.Expr] = None
     nullable: bool = True
+    metadata: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class SourceInfo:
     @property
     def value_columns(self) -> tuple[ColumnInfo, ...]:
         return tuple(c for c in self.columns if c.origin == "value")
+
+    @property
+    def reads_headers(self) -> bool:
+        return any((c.metadata or "").startswith("header") for c in self.columns)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
             else:
                 columns.append(ColumnInfo(col_name, "string", "computed", col.computed))
             continue
+        if col.metadata is not None:
+            columns.append(_metadata_column(col, col_name, style))
+            continue
         is_key = col.key or col.primary_key
         columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key else "value"))
         if is_key:
@@ -84,6 +87,38 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         changelog_format=changelog,
         properties=tuple(sorted((k, v) for k, v in props.items())),
     )
+
+
+HEADERS_TYPE = "array<struct<`KEY`:string,`VALUE`:binary>>"
+# Flink's Kafka metadata keys and the Spark types a column reading them may have
+FLINK_METADATA = {"headers": ("map<string,binary>",), "timestamp": ("timestamp",), "partition": ("int", "bigint"),
+                  "offset": ("bigint",), "topic": ("string",)}
+
+
+def _metadata_column(col: ast.ColumnDef, name: str, style: str) -> ColumnInfo:
+    """A column read from the record instead of its value: KSQL ``HEADERS`` / ``HEADER('k')``, Flink
+    ``METADATA [FROM 'key'] [VIRTUAL]``. Its declared type must be the one the field has."""
+    kind, field = col.metadata
+    declared = spark_type(col.type)
+    if kind == "headers":
+        key, allowed = "headers", (HEADERS_TYPE,)
+    elif kind == "header":
+        key, allowed = f"header:{field}", ("binary",)
+    else:
+        key = (field or col.name.text).lower()
+        if key not in FLINK_METADATA:
+            raise StatementError(f"METADATA key '{key}' of column {name} is not one of {', '.join(FLINK_METADATA)}",
+                                 rule="metadata-key", pos=col.pos)
+        allowed = FLINK_METADATA[key]
+    if declared.replace(" ", "").lower() not in [a.lower() for a in allowed]:
+        shown = {"headers": "ARRAY<STRUCT<KEY STRING, VALUE BYTES>>", "binary": "BYTES"}
+        wanted = " or ".join(shown.get(key if a == HEADERS_TYPE else a, a.upper()) for a in allowed)
+        raise StatementError(f"column {name} reads the record's {key.split(':')[0]}, so its type must be {wanted}",
+                             rule="metadata-type", pos=col.pos)
+    if col.key or col.primary_key:
+        raise StatementError(f"column {name} reads the record's {key.split(':')[0]} and cannot be a key column",
+                             rule="metadata-type", pos=col.pos)
+    return ColumnInfo(name, declared, "metadata", metadata=key)
 
 
 def value_format_of(props: dict, pos) -> str:

@@ -336,13 +336,17 @@ class Statement:
 @dataclass(frozen=True)
 class ColumnDef:
     """A column in DDL. ``key``: KSQL ``KEY`` (stream key column); ``primary_key``: ``PRIMARY KEY`` inline.
-    ``computed``: a Flink computed column such as ``p AS PROCTIME()`` (then ``type`` is None)."""
+    ``computed``: a Flink computed column such as ``p AS PROCTIME()`` (then ``type`` is None).
+    ``metadata``: a column read from the record rather than its value — ``('headers', None)`` (KSQL
+    ``HEADERS``), ``('header', name)`` (KSQL ``HEADER('name')``) or ``('metadata', key)`` (Flink
+    ``METADATA [FROM 'key']``, key None for the column's own name)."""
 
     name: Ident
     type: Optional[TypeName]
     key: bool = False
     primary_key: bool = False
     computed: Optional[Expr] = None
+    metadata: Optional[tuple] = None
     pos: Pos = _pos()
 
 

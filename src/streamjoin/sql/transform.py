@@ -152,11 +152,22 @@ class AstBuilder(Transformer):
     # ------------------------------------------------------------ DDL
 
     def column_def(self, meta, name, type_, constraint):
+        metadata = constraint if isinstance(constraint, tuple) else None
         return ast.ColumnDef(name, type_, key=constraint == "KEY", primary_key=constraint == "PRIMARY KEY",
-                             pos=self._pos(meta))
+                             metadata=metadata, pos=self._pos(meta))
 
-    def column_constraint(self, meta, first, *_not_enforced):
-        return "KEY" if first.upper() == "KEY" else "PRIMARY KEY"
+    def column_constraint(self, meta, first, *rest):
+        """'KEY', 'PRIMARY KEY', or a record field the column reads: ('headers', None) for KSQL's HEADERS,
+        ('header', name) for HEADER('name'), ('metadata', key or None) for Flink's METADATA [FROM key]."""
+        word = first.upper()
+        strings = [unquote(t) for t in rest if isinstance(t, Token) and t.type == "STRING"]
+        if word == "HEADERS":
+            return ("headers", None)
+        if word == "HEADER":
+            return ("header", strings[0])
+        if word == "METADATA":
+            return ("metadata", strings[0] if strings else None)
+        return "KEY" if word == "KEY" else "PRIMARY KEY"
 
     def computed_column(self, meta, name, expr):
         return ast.ColumnDef(name, None, computed=expr, pos=self._pos(meta))
