@@ -11,7 +11,8 @@ Data: ``rows`` JSON records (id, name, amount, time) on a topic of two partition
   murmur2 partitioning, flush per micro-batch), fed the raw records from the embedded store;
 - ``query-write``: the ``SELECT *`` query reading the embedded store and writing to Kafka through it.
 
-Spark's Python workers are warmed up on a small topic first. Ratios are to the client-read baseline;
+The source and the sink are each warmed up first on ten batches of another topic (Spark's Python
+workers, the JVM's code paths): the figures are steady-state rates. Ratios are to the client-read baseline;
 compare the writes with client-write.
 """
 from __future__ import annotations
@@ -81,6 +82,9 @@ def _client_result(rows_per_s: float, rows: int, baseline: bool = False) -> dict
             "batch_ms_median": 0, "batch_ms_max": 0, "state_rows_max": 0, "baseline": baseline}
 
 
+WARM_UP_ROWS = 200_000
+
+
 def run(rows: int, batches: int, only: list[str]) -> dict:
     from streamjoin.connectors.kafka_client import KafkaTopics
     from streamjoin.connectors.kafka_sink import kafka_writer
@@ -102,14 +106,16 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
             results["client-write"] = _client_result(write_rate, rows)
             spark = session()
 
-            def source(topic):
+            def source(topic, limit=per_batch):
                 return (spark.readStream.format("streamjoin_kafka").option("bootstrap", bootstrap)
                         .option("topics", topic).option("ordered", "false")
-                        .option("maxRecordsPerBatch", str(per_batch)).load())
+                        .option("maxRecordsPerBatch", str(limit)).load())
 
+            # steady state, not start-up: Spark's Python workers and the JVM's code paths warm up on ten
+            # batches of another topic first (a single small batch left the first timed run ~20% slower)
             topics.create("warm_up", 2)
-            _produce(bootstrap, "warm_up", 20_000)
-            time_query(source("warm_up"), os.path.join(work, "ck-warm-up"), 20_000)
+            _produce(bootstrap, "warm_up", WARM_UP_ROWS)
+            time_query(source("warm_up", WARM_UP_ROWS // 10), os.path.join(work, "ck-warm-up"), WARM_UP_ROWS)
             if wanted("source-read"):
                 results["source-read"] = time_query(source("bench_in"), os.path.join(work, "ck-source"), rows)
             if wanted("query-read"):
@@ -117,19 +123,28 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
                 results["query-read"] = time_query(df, os.path.join(work, "ck-query-read"), rows)
             root = os.path.join(work, "topics")
             TopicStore(root).append([("bench_in", [Record(k, v, t) for k, v, t in _records(rows)])], partitions=2)
+            TopicStore(root).append([("warm_up", [Record(k, v, t) for k, v, t in _records(WARM_UP_ROWS)])], partitions=2)
+
+            def raw(topic, limit=per_batch):
+                return raw_topics(spark, root, topic, limit).select(
+                    "key", "value", "timestamp", "seq", F.lit(0).cast("bigint").alias("sub"))
+
             writes = {
-                "sink-write": lambda: raw_topics(spark, root, "bench_in", per_batch).select(
-                    "key", "value", "timestamp", "seq", F.lit(0).cast("bigint").alias("sub")),
+                "warm-up-write": lambda: raw("warm_up", WARM_UP_ROWS // 10),  # not reported: the sink's warm-up
+                "sink-write": lambda: raw("bench_in"),
                 "query-write": lambda: streamjoin_query(spark, SQL, root, per_batch),
             }
             for name, make in writes.items():
-                if wanted(name):
+                if wanted(name) or name == "warm-up-write":
                     topic, checkpoint = name.upper().replace("-", "_"), os.path.join(work, f"ck-{name}")
                     topics.create(topic, 2)
                     writer = kafka_writer(bootstrap, topic, checkpoint, topic)
-                    results[name] = time_query(make(), checkpoint, rows, sink=writer)
-                    results[name]["records_on_topic"] = sum(topics.end_offsets([topic]).values())
+                    count = WARM_UP_ROWS if name == "warm-up-write" else rows
+                    result = time_query(make(), checkpoint, count, sink=writer)
+                    result["records_on_topic"] = sum(topics.end_offsets([topic]).values())
                     writer.close()
+                    if name != "warm-up-write":
+                        results[name] = result
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results

