@@ -9,6 +9,7 @@ import pytest
 
 from streamjoin.connectors.kafka_client import FETCHED_SCHEMA
 from streamjoin.connectors.kafka_source import LAST, NO_KEY, merge
+from streamjoin.connectors.topic_store import HEADERS_TYPE
 
 TOPICS = {"a": 0, "b": 1}
 
@@ -21,7 +22,8 @@ def _partitions(seed: int, with_headers: bool) -> dict:
         stamps = [rng.randint(0, 20) for _ in range(n)]  # out of order within a partition, with ties
         orders = [rng.choice([None, rng.randint(0, 30)]) if with_headers else None for _ in range(n)]
         out[tp] = pa.table([pa.array([tp[1]] * n, pa.int32()), pa.array(range(n), pa.int64()), pa.array(stamps, pa.int64()),
-                            pa.array([None] * n, pa.binary()), pa.array([b"v"] * n, pa.binary()), pa.array(orders, pa.int64())],
+                            pa.array([None] * n, pa.binary()), pa.array([b"v"] * n, pa.binary()), pa.array(orders, pa.int64()),
+                            pa.nulls(n, HEADERS_TYPE)],
                            schema=FETCHED_SCHEMA)
     return out
 

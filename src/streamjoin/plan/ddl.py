@@ -34,7 +34,7 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
                 columns.append(ColumnInfo(col_name, "string", "computed", col.computed))
             continue
         if col.metadata is not None:
-            columns.append(_metadata_column(col, col_name, style))
+            columns.append(_metadata_column(col, col_name))
             continue
         is_key = col.key or col.primary_key
         columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key else "value"))
@@ -89,34 +89,35 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
     )
 
 
-HEADERS_TYPE = "array<struct<`KEY`:string,`VALUE`:binary>>"
-# Flink's Kafka metadata keys and the Spark types a column reading them may have
-FLINK_METADATA = {"headers": ("map<string,binary>",), "timestamp": ("timestamp",), "partition": ("int", "bigint"),
-                  "offset": ("bigint",), "topic": ("string",)}
+# the record fields a metadata column may read, and the types (Spark's, as declared) it may have
+_HEADERS = {"array<struct<`key`:string,`value`:binary>>": "ARRAY<STRUCT<KEY STRING, VALUE BYTES>>"}
+_BYTES = {"binary": "BYTES"}
+FLINK_METADATA = {"headers": {"map<string,binary>": "MAP<STRING, BYTES>"}, "timestamp": {"timestamp": "TIMESTAMP"},
+                  "partition": {"int": "INT", "bigint": "BIGINT"}, "offset": {"bigint": "BIGINT"},
+                  "topic": {"string": "STRING"}}
 
 
-def _metadata_column(col: ast.ColumnDef, name: str, style: str) -> ColumnInfo:
+def _metadata_column(col: ast.ColumnDef, name: str) -> ColumnInfo:
     """A column read from the record instead of its value: KSQL ``HEADERS`` / ``HEADER('k')``, Flink
     ``METADATA [FROM 'key'] [VIRTUAL]``. Its declared type must be the one the field has."""
     kind, field = col.metadata
-    declared = spark_type(col.type)
     if kind == "headers":
-        key, allowed = "headers", (HEADERS_TYPE,)
+        key, allowed = "headers", _HEADERS
     elif kind == "header":
-        key, allowed = f"header:{field}", ("binary",)
+        key, allowed = f"header:{field}", _BYTES
     else:
         key = (field or col.name.text).lower()
         if key not in FLINK_METADATA:
             raise StatementError(f"METADATA key '{key}' of column {name} is not one of {', '.join(FLINK_METADATA)}",
                                  rule="metadata-key", pos=col.pos)
         allowed = FLINK_METADATA[key]
-    if declared.replace(" ", "").lower() not in [a.lower() for a in allowed]:
-        shown = {"headers": "ARRAY<STRUCT<KEY STRING, VALUE BYTES>>", "binary": "BYTES"}
-        wanted = " or ".join(shown.get(key if a == HEADERS_TYPE else a, a.upper()) for a in allowed)
-        raise StatementError(f"column {name} reads the record's {key.split(':')[0]}, so its type must be {wanted}",
+    declared = spark_type(col.type)
+    what = key.split(":")[0]
+    if declared.lower() not in allowed:
+        raise StatementError(f"column {name} reads the record's {what}, so its type must be {' or '.join(allowed.values())}",
                              rule="metadata-type", pos=col.pos)
     if col.key or col.primary_key:
-        raise StatementError(f"column {name} reads the record's {key.split(':')[0]} and cannot be a key column",
+        raise StatementError(f"column {name} reads the record's {what} and cannot be a key column",
                              rule="metadata-type", pos=col.pos)
     return ColumnInfo(name, declared, "metadata", metadata=key)
 
