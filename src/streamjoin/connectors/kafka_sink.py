@@ -127,7 +127,7 @@ def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> 
         for index, (key, value, stamp) in enumerate(zip(keys, values, stamps)):
             if index in present:
                 continue
-            headers = [writer_header, batch_header, (INDEX_HEADER, str(index).encode())]
+            headers = [writer_header, batch_header, (INDEX_HEADER, b"%d" % index)]
             if not stamp:
                 stamp, headers = stamp_headers(0, headers)
             while True:
