@@ -129,22 +129,23 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
                 return raw_topics(spark, root, topic, limit).select(
                     "key", "value", "timestamp", "seq", F.lit(0).cast("bigint").alias("sub"))
 
+            def write(name, df, count):
+                topic, checkpoint = name.upper().replace("-", "_"), os.path.join(work, f"ck-{name}")
+                topics.create(topic, 2)
+                writer = kafka_writer(bootstrap, topic, checkpoint, topic)
+                result = time_query(df, checkpoint, count, sink=writer)
+                result["records_on_topic"] = sum(topics.end_offsets([topic]).values())
+                writer.close()
+                return result
+
+            write("warm-up-write", raw("warm_up", WARM_UP_ROWS // 10), WARM_UP_ROWS)  # not reported
             writes = {
-                "warm-up-write": lambda: raw("warm_up", WARM_UP_ROWS // 10),  # not reported: the sink's warm-up
                 "sink-write": lambda: raw("bench_in"),
                 "query-write": lambda: streamjoin_query(spark, SQL, root, per_batch),
             }
             for name, make in writes.items():
-                if wanted(name) or name == "warm-up-write":
-                    topic, checkpoint = name.upper().replace("-", "_"), os.path.join(work, f"ck-{name}")
-                    topics.create(topic, 2)
-                    writer = kafka_writer(bootstrap, topic, checkpoint, topic)
-                    count = WARM_UP_ROWS if name == "warm-up-write" else rows
-                    result = time_query(make(), checkpoint, count, sink=writer)
-                    result["records_on_topic"] = sum(topics.end_offsets([topic]).values())
-                    writer.close()
-                    if name != "warm-up-write":
-                        results[name] = result
+                if wanted(name):
+                    results[name] = write(name, make(), rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results

@@ -2,8 +2,9 @@
 
 ``spark.readStream.format("streamjoin_topics").option("root", DIR).option("topics", "a,b")`` yields one
 row per record of the named topics: ``topic, partition, offset, timestamp, seq, key, value,
-stream_time, headers`` (``headers`` is null unless the ``headers`` option is true). The offset of the source is the store's global sequence, so one micro-batch covers a
-contiguous slice of the store's ingestion order across all its topics.
+stream_time, headers`` (``headers`` is null unless the ``headers`` option is true). The offset of the
+source is the store's global sequence, so one micro-batch covers a contiguous slice of the store's
+ingestion order across all its topics.
 
 With the ``eventTime`` option (JSON: topic -> value field holding the event time, or null for the record
 timestamp), every record also carries ``stream_time``, the query's clock (``connectors.event_time``):
@@ -32,27 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from .event_time import NO_TIME, Clock
 from .topic_store import HEADERS_TYPE, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
 TICK_TOPIC = "__tick__"
-
-SOURCE_SCHEMA = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", LongType()),
-        StructField("seq", LongType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("stream_time", LongType()),
-        StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
-    ]
-)
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -67,6 +55,7 @@ ARROW_SCHEMA = pa.schema(
         ("headers", HEADERS_TYPE),  # null unless the reader is asked for headers
     ]
 )
+SOURCE_SCHEMA = from_arrow_schema(ARROW_SCHEMA)
 
 
 class _Slice(InputPartition):

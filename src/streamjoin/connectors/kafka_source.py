@@ -40,8 +40,7 @@ from pyspark.sql.types import StructType
 
 from .embedded_source import ARROW_SCHEMA, SOURCE_SCHEMA, count_null_values, tick_rows
 from .event_time import NO_TIME, Clock
-from .kafka_client import LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
-from .topic_store import HEADERS_TYPE
+from .kafka_client import FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
 
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
@@ -299,9 +298,8 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
                      .append_column("topic_index", pa.array(np.full(table.num_rows, topic_index[topic], np.int32)))
                      .append_column("order_key", pa.array(running)))
     if not parts:
-        return pa.table({n: pa.array([], t) for n, t in (("partition", pa.int32()), ("offset", pa.int64()),
-                         ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
-                         ("headers", HEADERS_TYPE), ("topic", pa.string()), ("order_key", pa.int64()))}), new_keys
+        fields = [f for f in FETCHED_SCHEMA if f.name != "order"] + [("topic", pa.string()), ("order_key", pa.int64())]
+        return pa.schema(fields).empty_table(), new_keys
     table = pa.concat_tables(parts)
     table = table.sort_by([("order_key", "ascending"), ("topic_index", "ascending"),
                            ("partition", "ascending"), ("offset", "ascending")])

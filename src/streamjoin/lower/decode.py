@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from ..connectors.dead_letters import ERROR, DeadLetters
+from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_json, delimiter_of
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
@@ -151,7 +152,7 @@ def record_field(name: str, type_: str) -> Column:
     """A metadata column's value (``ColumnInfo.metadata``) as ``type_``: every header — (key, value)
     structs in record order (KSQL), or a map where the last value of a repeated key wins (Flink) — the last
     value of one header (null if the record lacks it), or the record's timestamp, partition, offset or topic."""
-    headers = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
+    headers = F.coalesce(F.col("headers"), F.array().cast(SOURCE_SCHEMA["headers"].dataType))
     if name == "headers" and type_.startswith("map"):
         names = F.array_distinct(F.transform(headers, lambda h: h["key"]))
         last = F.transform(names, lambda k: F.element_at(F.filter(headers, lambda h: h["key"] == k), -1)["value"])
