@@ -20,11 +20,11 @@ def session():
 def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None, sink=None) -> dict:
     """Run ``df`` into Spark's no-op sink (or the ``foreachBatch`` function ``sink``) until it has consumed
     all input; report throughput and latency."""
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), process_tree_cpu_seconds()
     writer = df.writeStream.foreachBatch(sink) if sink is not None else df.writeStream.format("noop")
     query = writer.option("checkpointLocation", checkpoint).start()
     query.processAllAvailable()
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, process_tree_cpu_seconds() - cpu_before
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
     query.stop()
     durations = [p["durationMs"]["triggerExecution"] for p in progress] or [0]
@@ -38,7 +38,29 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None,
         "batch_ms_max": max(durations),
         "state_rows_max": state_rows(checkpoint, len(progress)) if state_rows else native_state,
         "ms_by_phase": breakdown,
+        "cpu_us_per_row": round(cpu / input_rows * 1e6, 2),
     }
+
+
+def process_tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and all its descendants (the JVM, Spark's
+    Python workers, a test broker), including descendants that have exited, read from ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, list[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            stats[int(entry)] = (int(fields[1]), fields)  # (parent pid, fields after the command name)
+    ours, changed = {os.getpid()}, True
+    while changed:
+        grown = ours | {pid for pid, (parent, _) in stats.items() if parent in ours}
+        changed, ours = grown != ours, grown
+    # fields[11:15]: utime, stime, and the same for waited-for children that have exited
+    return sum(int(v) for pid in ours if pid in stats for v in stats[pid][1][11:15]) / tick
 
 
 def warmed_up(run_variants, warm_up: list[str], *, rows: int, batches: int, only: list[str]) -> dict:
