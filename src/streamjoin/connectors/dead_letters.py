@@ -5,12 +5,14 @@ broker or in the embedded store. Each dead letter keeps the record's key; its va
 ``source`` (the declared stream or table), ``topic``, ``partition``, ``offset``, ``timestamp``, ``error``,
 and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8).
 
-``DeadLetters.divert`` is a ``mapInArrow`` step right after a scan has decided which records it cannot
-decode (an ``ERROR`` column): it writes those from the Spark task and passes the others on, so the query
-reads its input once. A task can run again (a retry, a replayed micro-batch), so writes are idempotent:
-the dead letters of one source partition are written in offset order by the writer
-``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
-skipped (the embedded store's writer batches; on a broker, the writer reads back its last dead letter).
+``DeadLetters.passes`` runs in the Spark task right after a scan has decided which records it cannot
+decode: it is an Arrow UDF over one text column that holds, for a failing record only, the record and
+its error as JSON (null for every other record, so the records that pass cost Python next to nothing);
+it writes the failing records and answers, per record, whether it passes on. A task can run again (a
+retry, a replayed micro-batch), so writes are idempotent: the dead letters of one source partition are
+written in offset order by the writer ``query|topic|partition``, and a write whose last offset is not
+past what that writer already wrote is skipped (the embedded store's writer batches; on a broker, the
+writer reads back its last dead letter).
 """
 from __future__ import annotations
 
@@ -35,17 +37,16 @@ class DeadLetters:
     root: Optional[str] = None  # embedded store
     bootstrap: Optional[str] = None  # or a broker
 
-    def divert(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            errors = batch.column(batch.schema.get_field_index(ERROR))
-            bad = pc.is_valid(errors)
-            if pc.any(bad).as_py():
-                self._write(batch.filter(bad))
-                batch = batch.filter(pc.invert(bad))
-            yield batch
+    def passes(self, failures: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        """Per batch of ``failure_json`` values: true where the record passes on (null), after writing
+        the others as dead letters."""
+        for failed in failures:
+            passing = pc.is_null(failed)
+            if not pc.all(passing).as_py():
+                self._write([_failed_record(text) for text in failed.filter(pc.invert(passing)).to_pylist()])
+            yield passing
 
-    def _write(self, bad: pa.RecordBatch) -> None:
-        rows = bad.to_pylist()
+    def _write(self, rows: list) -> None:
         groups: dict = {}
         for row in rows:
             groups.setdefault((row["topic"], row["partition"]), []).append(row)
@@ -67,6 +68,14 @@ class DeadLetters:
         except UnicodeDecodeError:
             letter["value_base64"] = base64.b64encode(value).decode()
         return json.dumps(letter).encode()
+
+
+def _failed_record(text: str) -> dict:
+    """A record as ``failure_json`` wrote it (key and value in base64)."""
+    row = json.loads(text)
+    for field in ("key", "value"):
+        row[field] = None if row.get(field) is None else base64.b64decode(row[field])  # to_json leaves nulls out
+    return row
 
 
 def _write_embedded(root: str, topic: str, writer: str, letters: list) -> None:

@@ -25,7 +25,7 @@ from typing import Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
@@ -55,10 +55,19 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     df = df.withColumn(PARSED, _value_parser(source))
     df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
     if dead_letters is not None:
-        df = df.mapInArrow(dead_letters.divert, df.schema)
+        df = df.withColumn("__passes", _diverted(dead_letters)).where("__passes").drop("__passes")
     else:
         df = df.where(F.col(ERROR).isNull())
     return df.drop(*RAW, ERROR)
+
+
+def _diverted(dead_letters: DeadLetters) -> Column:
+    """True where a record passes on; false, once written to ``dead_letters``, where it failed. Only a
+    failed record's fields reach Python (as JSON); the others are a null there."""
+    raw = [F.base64(c).alias(c) if c in ("key", "value") else F.col(c) for c in RAW]
+    failure = F.when(F.col(ERROR).isNotNull(), F.to_json(F.struct(*raw, F.col(ERROR))))
+    passes = F.arrow_udf(dead_letters.passes, BooleanType()).asNondeterministic()  # it writes: run it once per record
+    return passes(failure)
 
 
 def _value_parser(source) -> Column:
