@@ -38,8 +38,8 @@ class DeadLetters:
     bootstrap: Optional[str] = None  # or a broker
 
     def passes(self, failures: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        """Per batch of ``failure_json`` values: true where the record passes on (null), after writing
-        the others as dead letters."""
+        """Per batch of records (null, or the JSON of a record that failed): true where the record passes
+        on, after writing the failed ones as dead letters."""
         for failed in failures:
             passing = pc.is_null(failed)
             if not pc.all(passing).as_py():
@@ -71,7 +71,7 @@ class DeadLetters:
 
 
 def _failed_record(text: str) -> dict:
-    """A record as ``failure_json`` wrote it (key and value in base64)."""
+    """A failed record from its JSON (key and value in base64)."""
     row = json.loads(text)
     for field in ("key", "value"):
         row[field] = None if row.get(field) is None else base64.b64decode(row[field])  # to_json leaves nulls out

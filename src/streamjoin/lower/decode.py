@@ -54,7 +54,7 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
         df = _avro_as_json(df, source)
     df = df.withColumn(PARSED, _value_parser(source))
     df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
-    if dead_letters is not None:
+    if dead_letters is not None:  # a column, not a filter: Spark would push a filter below the parse and parse twice
         df = df.withColumn("__passes", _diverted(dead_letters)).where("__passes").drop("__passes")
     else:
         df = df.where(F.col(ERROR).isNull())
