@@ -112,27 +112,29 @@ def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> 
             batch.write.format("noop").mode("overwrite").save()
             return
         present = written_so_far.indices if batch_id == written_so_far.batch else set()
+        if not clients:  # made first: it connects while the batch is computed
+            # delivery reports only for failures: a callback per record costs as much as the send
+            clients.append(producer(bootstrap, **{"delivery.report.only.error": True,
+                                                  "on_delivery": lambda err, _msg: failures.append(err.str())}))
+        out = clients[0]
         order = [c for c in ORDER_COLUMNS if c in batch.columns]
         rows = batch.select("key", "value", "timestamp", *order).toArrow()
         if order:
             rows = rows.sort_by([(c, "ascending") for c in order])
-        if not clients:  # delivery reports only for failures: a callback per record costs as much as the send
-            clients.append(producer(bootstrap, **{"delivery.report.only.error": True,
-                                                  "on_delivery": lambda err, _msg: failures.append(err.str())}))
-        out = clients[0]
         failures.clear()
-        writer_header, batch_header = (WRITER_HEADER, writer_id.encode()), (BATCH_HEADER, str(batch_id).encode())
+        writer_value, batch_value = writer_id.encode(), str(batch_id).encode()
         keys, values, stamps = (rows.column(n).to_pylist() for n in ("key", "value", "timestamp"))
         produce = out.produce
         for index, (key, value, stamp) in enumerate(zip(keys, values, stamps)):
             if index in present:
                 continue
-            headers = [writer_header, batch_header, (INDEX_HEADER, b"%d" % index)]
+            # headers as a dict, arguments by position: a call costs a third less so (kafka-io benchmark)
+            headers = {WRITER_HEADER: writer_value, BATCH_HEADER: batch_value, INDEX_HEADER: b"%d" % index}
             if not stamp:
-                stamp, headers = stamp_headers(0, headers)
+                stamp, headers = stamp_headers(0, list(headers.items()))
             while True:
-                try:
-                    produce(topic, key=key, value=value, timestamp=stamp, headers=headers)
+                try:  # topic, value, key, partition (-1: the partitioner's), callback, on_delivery, timestamp, headers
+                    produce(topic, value, key, -1, None, None, stamp, headers)
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     out.poll(0.05)
