@@ -165,61 +165,81 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
     from confluent_kafka import TopicPartition
 
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
-    columns = {tp: ([], [], [], [], [], [] if with_headers else None) for tp in wanted}
+    fetched = {tp: _Fetched(tp[1], end, with_headers) for tp, (_, end) in wanted.items()}
     if wanted:
         client.assign([TopicPartition(t, p, start) for (t, p), (start, _) in wanted.items()])
-    pending = set(wanted)
+    pending = dict(fetched)  # the partitions still short of their end
     deadline = time.monotonic() + timeout
-    remaining = {tp: end - start for tp, (start, end) in wanted.items()}
     only = next(iter(wanted)) if len(wanted) == 1 else None  # one partition: no need to ask each record
     try:
         while pending:
             # consume() waits until it has this many events or the timeout: ask for what is still due
-            messages = client.consume(max(1, min(10000, sum(remaining[tp] for tp in pending))), 0.5)
+            due = sum(f.end - wanted[tp][0] - len(f.offsets) for tp, f in pending.items())
+            messages = client.consume(max(1, min(10000, due)), 0.5)
             if not messages and time.monotonic() > deadline:
                 raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
             for msg in messages:
                 tp = only or (msg.topic(), msg.partition())
-                if tp not in pending:
-                    continue
-                end = wanted[tp][1]
-                err = msg.error()
-                if err is not None:
-                    _check(err)
-                    if msg.offset() >= end:
-                        pending.discard(tp)
-                    else:  # end of partition before the planned end: the records are gone
-                        raise BrokerError(f"{tp[0]}[{tp[1]}] ends at offset {msg.offset()}, before {end}")
+                into = pending.get(tp)
+                if into is None:
                     continue
                 offset = msg.offset()
-                if offset >= end:
-                    pending.discard(tp)
+                if msg.error() is not None:
+                    _check(msg.error())
+                    if offset < into.end:  # end of partition before the planned end: the records are gone
+                        raise BrokerError(f"{tp[0]}[{tp[1]}] ends at offset {offset}, before {into.end}")
+                    del pending[tp]
                     continue
-                offsets, stamps, keys, values, orders, own_headers = columns[tp]
-                offsets.append(offset)
-                keys.append(msg.key())
-                values.append(msg.value())
+                if offset >= into.end:
+                    del pending[tp]
+                    continue
                 stamp = msg.timestamp()[1]
-                stamps.append(stamp)
+                into.offsets.append(offset)
+                into.keys.append(msg.key())
+                into.values.append(msg.value())
+                into.stamps.append(stamp)
                 if with_order or with_headers or stamp == 1:  # a call per record: only when they matter
-                    headers = msg.headers() or ()
-                    order, zero_time = _read_headers(headers)
-                    orders.append((len(offsets) - 1, order))
-                    if zero_time:
-                        stamps[-1] = 0
-                    if with_headers:
-                        own_headers.append([{"key": k, "value": v} for k, v in headers
-                                            if not k.startswith(INTERNAL_HEADER_PREFIX)])
-                if offset >= end - 1:
-                    pending.discard(tp)
+                    into.add_headers(msg.headers() or (), with_headers)
+                if offset >= into.end - 1:
+                    del pending[tp]
             if messages:
-                got = {tp: len(columns[tp][0]) for tp in pending}
-                remaining = {tp: wanted[tp][1] - wanted[tp][0] - got[tp] for tp in pending}
-            deadline = time.monotonic() + timeout if messages else deadline
+                deadline = time.monotonic() + timeout
     finally:
         if wanted:
             client.unassign()
-    return {tp: _fetched_table(tp[1], cols) for tp, cols in columns.items()}
+    return {tp: f.table() for tp, f in fetched.items()}
+
+
+class _Fetched:
+    """The records of one partition fetched so far, column by column, up to offset ``end``."""
+
+    def __init__(self, partition: int, end: int, with_headers: bool):
+        self.partition, self.end = partition, end
+        self.offsets, self.stamps, self.keys, self.values = [], [], [], []
+        self.orders: list[tuple[int, Optional[int]]] = []  # (position, ORDER_HEADER), where read
+        self.headers: Optional[list] = [] if with_headers else None
+
+    def add_headers(self, headers, own: bool) -> None:
+        """Read the last record's headers: its order, a zero time, and (with ``own``) the record's own."""
+        order, zero_time = _read_headers(headers)
+        self.orders.append((len(self.offsets) - 1, order))
+        if zero_time:
+            self.stamps[-1] = 0
+        if own:
+            self.headers.append([{"key": k, "value": v} for k, v in headers if not k.startswith(INTERNAL_HEADER_PREFIX)])
+
+    def table(self) -> pa.Table:
+        n = len(self.offsets)
+        orders = [None] * n
+        for position, order in self.orders:
+            orders[position] = order
+        headers = pa.nulls(n, HEADERS_TYPE) if self.headers is None else pa.array(self.headers, HEADERS_TYPE)
+        return pa.table(
+            [pa.array(np.full(n, self.partition, np.int32)), pa.array(self.offsets, pa.int64()),
+             pa.array(self.stamps, pa.int64()), pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+             pa.array(orders, pa.int64()), headers],
+            schema=FETCHED_SCHEMA,
+        )
 
 
 def _read_headers(headers) -> tuple[Optional[int], bool]:
@@ -240,22 +260,6 @@ def stamp_headers(timestamp: int, headers: list) -> tuple[int, list]:
     if timestamp == 0:
         return 1, headers + [(ZERO_TIME_HEADER, b"")]
     return timestamp, headers
-
-
-def _fetched_table(partition: int, cols) -> pa.Table:
-    offsets, stamps, keys, values, sparse_orders, headers = cols
-    n = len(offsets)
-    orders = [None] * n
-    for position, order in sparse_orders:
-        orders[position] = order
-    return pa.table(
-        [
-            pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
-            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-            pa.array(orders, pa.int64()), pa.nulls(n, HEADERS_TYPE) if headers is None else pa.array(headers, HEADERS_TYPE),
-        ],
-        schema=FETCHED_SCHEMA,
-    )
 
 
 class KafkaTopics:
