@@ -14,8 +14,8 @@ Data: ``rows`` JSON records (id, name, amount, time) on a topic of two partition
 The source and the sink are each warmed up first on as many records of another topic, cut the same way
 (Spark's Python workers, the JVM's code paths): the figures are steady-state rates. A warm-up of 200k
 records was too short: the JVM was still compiling the scan's code paths through the timed run, and
-three 1M-record source runs in a row read at 130k, 146k and 153k rows/s. Ratios are to the client-read baseline;
-compare the writes with client-write.
+three 1M-record source runs in a row read at 130k, 146k and 153k rows/s. Ratios are to the client-read
+baseline; compare the writes with client-write.
 """
 from __future__ import annotations
 
@@ -106,10 +106,10 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
             results["client-write"] = _client_result(write_rate, rows)
             spark = session()
 
-            def source(topic, limit=per_batch):
+            def source(topic):
                 return (spark.readStream.format("streamjoin_kafka").option("bootstrap", bootstrap)
                         .option("topics", topic).option("ordered", "false")
-                        .option("maxRecordsPerBatch", str(limit)).load())
+                        .option("maxRecordsPerBatch", str(per_batch)).load())
 
             # steady state, not start-up: a run of the same size on another topic first (module docstring)
             topics.create("warm_up", 2)
@@ -121,11 +121,11 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
                 df = streamjoin_query(spark, SQL, "", per_batch, bootstrap=bootstrap)
                 results["query-read"] = time_query(df, os.path.join(work, "ck-query-read"), rows)
             root = os.path.join(work, "topics")
-            TopicStore(root).append([("bench_in", [Record(k, v, t) for k, v, t in _records(rows)])], partitions=2)
-            TopicStore(root).append([("warm_up", [Record(k, v, t) for k, v, t in _records(rows)])], partitions=2)
+            for topic in ("bench_in", "warm_up"):
+                TopicStore(root).append([(topic, [Record(k, v, t) for k, v, t in _records(rows)])], partitions=2)
 
-            def raw(topic, limit=per_batch):
-                return raw_topics(spark, root, topic, limit).select(
+            def raw(topic):
+                return raw_topics(spark, root, topic, per_batch).select(
                     "key", "value", "timestamp", "seq", F.lit(0).cast("bigint").alias("sub"))
 
             def write(name, df, count):

@@ -165,7 +165,7 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
     from confluent_kafka import TopicPartition
 
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
-    fetched = {tp: _Fetched(tp[1], end, with_headers) for tp, (_, end) in wanted.items()}
+    fetched = {tp: _Fetched(tp[1], start, end, with_headers) for tp, (start, end) in wanted.items()}
     if wanted:
         client.assign([TopicPartition(t, p, start) for (t, p), (start, _) in wanted.items()])
     pending = dict(fetched)  # the partitions still short of their end
@@ -174,7 +174,7 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
     try:
         while pending:
             # consume() waits until it has this many events or the timeout: ask for what is still due
-            due = sum(f.end - wanted[tp][0] - len(f.offsets) for tp, f in pending.items())
+            due = sum(f.end - f.start - len(f.offsets) for f in pending.values())
             messages = client.consume(max(1, min(10000, due)), 0.5)
             if not messages and time.monotonic() > deadline:
                 raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
@@ -211,10 +211,10 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
 
 
 class _Fetched:
-    """The records of one partition fetched so far, column by column, up to offset ``end``."""
+    """The records of one partition fetched so far, column by column, from offset ``start`` up to ``end``."""
 
-    def __init__(self, partition: int, end: int, with_headers: bool):
-        self.partition, self.end = partition, end
+    def __init__(self, partition: int, start: int, end: int, with_headers: bool):
+        self.partition, self.start, self.end = partition, start, end
         self.offsets, self.stamps, self.keys, self.values = [], [], [], []
         self.orders: list[tuple[int, Optional[int]]] = []  # (position, ORDER_HEADER), where read
         self.headers: Optional[list] = [] if with_headers else None
