@@ -151,11 +151,15 @@ class Clock:
         state to continue from (kept in the source offset: ``streamTime``, and ``topicTimes`` for watermarks)."""
         if table is None or table.num_rows == 0:
             return np.array([], dtype=np.int64), state
-        topics = table.column("topic").to_numpy(zero_copy_only=False)
-        times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
-        for topic in set(topics):
-            mask = topics == topic
-            times[mask] = event_times(table.filter(pa.array(mask)), self.fields.get(topic))
+        topics = pc.dictionary_encode(table.column("topic")).combine_chunks()
+        codes = topics.indices.to_numpy(zero_copy_only=False)
+        rows_of = {topic: codes == code for code, topic in enumerate(topics.dictionary.to_pylist())}
+        if len(rows_of) == 1:  # one topic: no need to split the table
+            times = event_times(table, self.fields.get(next(iter(rows_of))))
+        else:
+            times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
+            for topic, mask in rows_of.items():
+                times[mask] = event_times(table.filter(pa.array(mask)), self.fields.get(topic))
         if self.delays is None:
             start = state.get("streamTime")
             clock = stream_times(times, NO_TIME if start is None else start)
@@ -164,7 +168,8 @@ class Clock:
         topic_times = dict(state.get("topicTimes") or {})
         for topic, delay in sorted(self.delays.items()):
             start = topic_times.get(topic)
-            running = stream_times(np.where(topics == topic, times, NO_TIME), NO_TIME if start is None else start)
+            mine = rows_of.get(topic, np.zeros(table.num_rows, dtype=bool))
+            running = stream_times(np.where(mine, times, NO_TIME), NO_TIME if start is None else start)
             clock = np.minimum(clock, np.where(running == NO_TIME, NO_TIME, running - delay))
             topic_times[topic] = _or_none(running[-1])
         return clock, {"streamTime": _or_none(clock[-1]), "topicTimes": topic_times}

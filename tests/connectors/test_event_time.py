@@ -1,0 +1,47 @@
+"""The query clock computed by the source (``connectors.event_time.Clock``), on plain record tables."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.connectors.event_time import NO_TIME, Clock
+
+N = NO_TIME
+
+
+def records(rows):
+    """(topic, record timestamp, JSON value or None) in ingestion order."""
+    return pa.table({
+        "topic": pa.array([t for t, _, _ in rows], pa.string()),
+        "timestamp": pa.array([ts for _, ts, _ in rows], pa.int64()),
+        "value": pa.array([None if v is None else json.dumps(v).encode() for _, _, v in rows], pa.binary()),
+    })
+
+
+CASES = [
+    # (name, fields, delays, state before, records, clock per record, state after)
+    ("one topic, record timestamps", {"a": None}, None, {}, [("a", 5, {}), ("a", 3, {}), ("a", 9, {})],
+     [5, 5, 9], {"streamTime": 9}),
+    ("continues from the state", {"a": None}, None, {"streamTime": 7}, [("a", 5, {}), ("a", 8, {})],
+     [7, 8], {"streamTime": 8}),
+    ("two topics, one reads a value field", {"a": None, "b": "TS"}, None, {},
+     [("b", 100, {"TS": 4}), ("a", 2, {}), ("b", 1, {"TS": 10}), ("a", 6, None)],
+     [4, 4, 10, 10], {"streamTime": 10}),
+    ("a record without a time does not move it", {"b": "TS"}, None, {}, [("b", 1, {"X": 1}), ("b", 1, {"TS": 3})],
+     [N, 3], {"streamTime": 3}),
+    ("watermark: the minimum over the inputs, none until each has a time", {"a": None, "b": None}, {"a": 1, "b": 2}, {},
+     [("a", 10, {}), ("b", 20, {}), ("a", 30, {})],
+     [N, 9, 18], {"streamTime": 18, "topicTimes": {"a": 30, "b": 20}}),
+    ("watermark of an input absent from the batch comes from the state", {"a": None, "b": None}, {"a": 0, "b": 0},
+     {"streamTime": 5, "topicTimes": {"a": 5, "b": 7}}, [("a", 9, {})],
+     [7], {"streamTime": 7, "topicTimes": {"a": 9, "b": 7}}),
+]
+
+
+@pytest.mark.parametrize("fields, delays, state, rows, clock, after", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_clock(fields, delays, state, rows, clock, after):
+    times, state_after = Clock(fields, delays).run(records(rows), state)
+    assert times.tolist() == clock
+    assert state_after == after
