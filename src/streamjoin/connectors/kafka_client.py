@@ -70,8 +70,10 @@ def consumer(bootstrap: str, **extra):
 
 
 def probe(bootstrap: str):
-    """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer."""
-    return consumer(bootstrap)
+    """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer. A probe
+    at the end of a partition waits out the broker's fetch wait: at 1 ms rather than 10, a probe of two
+    partitions took ~4 ms instead of ~23 ms against Tansu (0 gets no answer from it at all)."""
+    return consumer(bootstrap, **{"fetch.wait.max.ms": 1})
 
 
 def producer(bootstrap: str, **extra):
