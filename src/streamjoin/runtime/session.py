@@ -18,6 +18,13 @@ DEFAULT_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # Checkpoint files (offsets, commits, state) through Hadoop's FileSystem API rather than FileContext: a
+    # pip-installed PySpark has no native Hadoop library, so on a local directory FileContext shells out
+    # (chmod, readlink) for every file: ~40 ms a file here, against ~12 ms. That was ~110 ms of every
+    # micro-batch. Each file is still written aside and renamed into place, as FileContext does.
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
