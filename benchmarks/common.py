@@ -28,7 +28,7 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None,
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
     query.stop()
     durations = [p["durationMs"]["triggerExecution"] for p in progress] or [0]
-    breakdown = {k: sum(p["durationMs"].get(k, 0) for p in progress) for k in ("latestOffset", "addBatch", "queryPlanning", "walCommit")}
+    breakdown = {k: sum(p["durationMs"].get(k, 0) for p in progress) for k in ("latestOffset", "addBatch", "queryPlanning", "walCommit", "commitOffsets")}
     native_state = max((sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators", [])) for p in progress), default=0)
     return {
         "rows_per_s": round(input_rows / elapsed, 1),
