@@ -154,12 +154,10 @@ class Clock:
         topics = pc.dictionary_encode(table.column("topic")).combine_chunks()
         codes = topics.indices.to_numpy(zero_copy_only=False)
         rows_of = {topic: codes == code for code, topic in enumerate(topics.dictionary.to_pylist())}
-        if len(rows_of) == 1:  # one topic: no need to split the table
-            times = event_times(table, self.fields.get(next(iter(rows_of))))
-        else:
-            times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
-            for topic, mask in rows_of.items():
-                times[mask] = event_times(table.filter(pa.array(mask)), self.fields.get(topic))
+        times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
+        for topic, mask in rows_of.items():
+            part = table if len(rows_of) == 1 else table.filter(pa.array(mask))  # one topic: no copy
+            times[mask] = event_times(part, self.fields.get(topic))
         if self.delays is None:
             start = state.get("streamTime")
             clock = stream_times(times, NO_TIME if start is None else start)
