@@ -80,6 +80,26 @@ def register_sources(spark: SparkSession) -> None:
     from ..connectors.embedded_source import EmbeddedTopicSource
     from ..connectors.kafka_source import KafkaTopicSource
 
-    spark.dataSource.register(EmbeddedTopicSource)
-    spark.dataSource.register(KafkaTopicSource)
+    for source in (EmbeddedTopicSource, KafkaTopicSource):
+        _register(spark, source)
     _REGISTERED.add(id(spark))
+
+
+def _register(spark: SparkSession, source) -> None:
+    """Register ``source`` as PySpark does, but with its environment variables in a ConcurrentHashMap.
+
+    Spark keeps one Python function per registered source and shares its environment map with every query
+    that reads the source: each read task carries the map, and each query's start writes into it
+    (``PythonStreamingSourceRunner.init``) on that query's own thread. With a plain HashMap, a task
+    serialised during such a write can carry fewer entries than the size it records, and two queries
+    starting at once can leave the map itself in that state; the task then fails to deserialise
+    (``OptionalDataException``: CI once failed that way). A ConcurrentHashMap may be written and
+    serialised at once."""
+    spark.dataSource.register(source)
+    jvm = spark._jvm
+    plain = spark._jsparkSession.sessionState().dataSourceManager().lookupDataSource(source.name()).dataSourceCls()
+    function = jvm.org.apache.spark.api.python.SimplePythonFunction(
+        plain.command(), jvm.java.util.concurrent.ConcurrentHashMap(plain.envVars()), plain.pythonIncludes(),
+        plain.pythonExec(), plain.pythonVer(), plain.broadcastVars(), plain.accumulator())
+    data_source = jvm.org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource(function)
+    spark._jsparkSession.dataSource().registerPython(source.name(), data_source)
