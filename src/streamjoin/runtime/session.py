@@ -95,7 +95,7 @@ def _register(spark: SparkSession, source) -> None:
     starting at once can leave the map itself in that state; the task then fails to deserialise
     (``OptionalDataException``: CI once failed that way). A ConcurrentHashMap may be written and
     serialised at once."""
-    spark.dataSource.register(source)
+    spark.dataSource.register(source)  # PySpark pickles the class; its function is then copied with a safe map
     jvm = spark._jvm
     plain = spark._jsparkSession.sessionState().dataSourceManager().lookupDataSource(source.name()).dataSourceCls()
     function = jvm.org.apache.spark.api.python.SimplePythonFunction(
