@@ -79,7 +79,8 @@ def raw_topics(spark, root: str, topics: str, per_batch: int) -> DataFrame:
 def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None) -> DataFrame:
     """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
     reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records
-    at a time; undecodable records go to a dead-letter topic beside them."""
+    at a time; undecodable records are collected for the dead letters as the engine does (a no-op sink
+    writes none)."""
     from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
     from streamjoin.lower.operator_table import check_supported
     from streamjoin.lower.sink import encode

@@ -5,24 +5,23 @@ broker or in the embedded store. Each dead letter keeps the record's key; its va
 ``source`` (the declared stream or table), ``topic``, ``partition``, ``offset``, ``timestamp``, ``error``,
 and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8).
 
-``DeadLetters.passes`` runs in the Spark task right after a scan has decided which records it cannot
-decode: it is an Arrow UDF over one text column that holds, for a failing record only, the record and
-its error as JSON (null for every other record, so the records that pass cost Python next to nothing);
-it writes the failing records and answers, per record, whether it passes on. A task can run again (a
-retry, a replayed micro-batch), so writes are idempotent: the dead letters of one source partition are
-written in offset order by the writer ``query|topic|partition``, and a write whose last offset is not
-past what that writer already wrote is skipped (the embedded store's writer batches; on a broker, the
-writer reads back its last dead letter).
+A scan that cannot decode a record drops it and, in the same pass, collects the record and its error as
+JSON into a Spark observed metric (``DeadLetters.metric``, one per scan; ``lower.decode``): that costs
+nothing per record that passes, where a Python UDF would ship every record to Python and back. The
+query's sink function (``with_dead_letters``) writes the sink's batch, then the batch's dead letters from
+those metrics, before Spark commits the batch. A batch can run again (after a crash), so writes are
+idempotent: the dead letters of one source partition are written in offset order by the writer
+``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
+skipped (the embedded store's writer batches; on a broker, the writer reads back its last dead letter).
+The failures of one batch are held in the driver's memory while they are written.
 """
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
-from typing import Iterator, Optional
-
-import pyarrow as pa
-import pyarrow.compute as pc
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 DEFAULT_TOPIC = "streamjoin_dead_letters"
 TOPIC_PROPERTY = "streamjoin.dead.letter.topic"
@@ -36,15 +35,12 @@ class DeadLetters:
     topic: str  # the dead-letter topic
     root: Optional[str] = None  # embedded store
     bootstrap: Optional[str] = None  # or a broker
+    metric: str = field(default_factory=lambda: f"dead_letters:{uuid.uuid4().hex}")  # the scan's observed metric
 
-    def passes(self, failures: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        """Per batch of records (null, or the JSON of a record that failed): true where the record passes
-        on, after writing the failed ones as dead letters."""
-        for failed in failures:
-            passing = pc.is_null(failed)
-            if not pc.all(passing).as_py():
-                self._write([_failed_record(text) for text in failed.filter(pc.invert(passing)).to_pylist()])
-            yield passing
+    def write_failures(self, failures: list[str]) -> None:
+        """Write the failed records (each the JSON of a record and its error) as dead letters."""
+        if failures:
+            self._write([_failed_record(text) for text in failures])
 
     def _write(self, rows: list) -> None:
         groups: dict = {}
@@ -68,6 +64,24 @@ class DeadLetters:
         except UnicodeDecodeError:
             letter["value_base64"] = base64.b64encode(value).decode()
         return json.dumps(letter).encode()
+
+
+def with_dead_letters(write: Callable, letters: list[DeadLetters], spark, query_name: str) -> Callable:
+    """A ``foreachBatch`` function: ``write`` the batch, then the dead letters its scans observed, read from
+    the execution of the batch that just ran (the query's last execution)."""
+
+    def write_batch(batch, batch_id: int) -> None:
+        write(batch, batch_id)
+        if not letters:
+            return
+        [query] = [q for q in spark.streams.active if q.name == query_name]
+        observed = query._jsq.streamingQuery().lastExecution().observedMetrics()
+        for dead_letters in letters:
+            row = observed.get(dead_letters.metric)
+            if row.isDefined():
+                dead_letters.write_failures(list(row.get().getList(0)))
+
+    return write_batch
 
 
 def _failed_record(text: str) -> dict:

@@ -18,6 +18,7 @@ first record): time-driven operators bucket their state
 N ways and use the ticks to see the batch-end stream time in every bucket, input or not. ``maxRecordsPerBatch`` caps a batch at N records (the
 conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest`` (default) or
 ``latest``. Workers read the segment files directly, so ``root`` must be visible to every executor.
+With ``decode``, the reader also decodes JSON values of the named topics (``connectors.json_decode``).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from .event_time import NO_TIME, Clock
+from .json_decode import decode_plan, decoded_fields, with_decoded
 from .topic_store import HEADERS_TYPE, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
@@ -92,6 +94,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         )
         self.ticks = int(options.get("ticks", "0") or 0)
         self.headers = options.get("headers", "false").lower() == "true"
+        self.decode = decode_plan(options.get("decode"))
         self.clock_cache = _ClockCache(self.root, self.topics, event_time, watermarks) if self.clock else None
 
     def _store(self) -> TopicStore:
@@ -158,11 +161,12 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             + [stream_time, table.column("headers") if self.headers else pa.nulls(table.num_rows, HEADERS_TYPE)],
             schema=ARROW_SCHEMA,
         )
-        yield from out.to_batches()
+        yield from with_decoded(out, self.decode)
         if self.ticks and self.clock is not None:
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
-            yield tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
+            ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
+            yield from with_decoded(pa.Table.from_batches([ticks]), self.decode)
 
     def commit(self, end: dict) -> None:
         if self.clock_cache is not None:
@@ -230,13 +234,19 @@ def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[
     )
 
 
+def source_schema(decode: Optional[str]) -> StructType:
+    """The source's rows, with the columns the reader decodes (``connectors.json_decode``) when asked."""
+    fields = decoded_fields(decode_plan(decode))
+    return from_arrow_schema(pa.schema(list(ARROW_SCHEMA) + fields)) if fields else SOURCE_SCHEMA
+
+
 class EmbeddedTopicSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return source_schema(self.options.get("decode"))
 
     def streamReader(self, schema: StructType) -> EmbeddedTopicReader:
         return EmbeddedTopicReader(dict(self.options))

@@ -3,8 +3,9 @@
 ``spark.readStream.format("streamjoin_kafka").option("bootstrap", "host:port").option("topics", "a,b")``
 yields the same rows as the embedded source (``embedded_source.SOURCE_SCHEMA``): ``topic, partition,
 offset, timestamp, seq, key, value, stream_time, headers``, plus the tick rows, so everything downstream is
-the same. ``headers`` (the record's own, without those streamjoin adds) is read only with the ``headers``
-option, as asking a record for its headers costs a call per record.
+the same (with ``decode``, the decoded JSON columns too: ``connectors.json_decode``). ``headers`` (the
+record's own, without those streamjoin adds) is read only with the ``headers`` option, as asking a
+record for its headers costs a call per record.
 
 **Ingestion order** (DIALECT §2). Within a partition, offset order. Across the query's partitions, a
 merge of their heads: the head with the smallest *order value* goes first, ties by topic (in the order
@@ -38,8 +39,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from .embedded_source import ARROW_SCHEMA, SOURCE_SCHEMA, count_null_values, tick_rows
+from .embedded_source import ARROW_SCHEMA, count_null_values, source_schema, tick_rows
 from .event_time import NO_TIME, Clock
+from .json_decode import decode_plan, with_decoded
 from .kafka_client import FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
 
 SOURCE_NAME = "streamjoin_kafka"
@@ -85,6 +87,7 @@ class KafkaTopicReader(DataSourceStreamReader):
             Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
         )
         self.ticks = int(options.get("ticks", "0") or 0)
+        self.decode = decode_plan(options.get("decode"))
         self._client = None
         self._probe = None
         self._known_ends: dict = {}
@@ -230,7 +233,7 @@ class KafkaTopicReader(DataSourceStreamReader):
             client.close()
         if not self.ordered:
             for (topic, _), table in fetched.items():
-                yield from _rows(table, topic, table.column("offset"), pa.nulls(table.num_rows, pa.int64()))
+                yield from _rows(table, topic, table.column("offset"), pa.nulls(table.num_rows, pa.int64()), self.decode)
             return
         state = partition.state
         batch, _ = merge(fetched, {_tp_of(k): v[1] for k, v in state["partitions"].items()}, self.topic_index,
@@ -241,11 +244,12 @@ class KafkaTopicReader(DataSourceStreamReader):
             stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
         else:
             stream_time = pa.nulls(batch.num_rows, pa.int64())
-        yield from _rows(batch, batch.column("topic"), seq, stream_time)
+        yield from _rows(batch, batch.column("topic"), seq, stream_time, self.decode)
         if self.ticks and self.clock is not None and batch.num_rows:
             known = times[times != NO_TIME]
             first = int(known[0]) if len(known) else None
-            yield tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
+            ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
+            yield from with_decoded(pa.Table.from_batches([ticks]), self.decode)
 
     def commit(self, end: dict) -> None:
         pass
@@ -306,7 +310,7 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
     return table.drop_columns(["topic_index"]), new_keys
 
 
-def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
+def _rows(table: pa.Table, topic, seq, stream_time, decode) -> Iterator[pa.RecordBatch]:
     if not table.num_rows:
         return
     if isinstance(topic, str):
@@ -316,7 +320,7 @@ def _rows(table: pa.Table, topic, seq, stream_time) -> Iterator[pa.RecordBatch]:
         + [table.column("key"), table.column("value"), stream_time, table.column("headers")],
         schema=ARROW_SCHEMA,
     )
-    yield from out.to_batches()
+    yield from with_decoded(out, decode)
 
 
 class KafkaTopicSource(DataSource):
@@ -325,7 +329,7 @@ class KafkaTopicSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return source_schema(self.options.get("decode"))
 
     def streamReader(self, schema: StructType) -> KafkaTopicReader:
         return KafkaTopicReader(dict(self.options))

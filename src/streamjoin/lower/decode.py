@@ -11,6 +11,9 @@ or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`
 primitive written as text) or JSON. Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
 ``METADATA``) come from the record itself: its headers, timestamp, partition, offset or topic.
 
+JSON values the source reader can decode itself (``reader_decoded``) come with a struct of the decoded
+columns (``connectors.json_decode``); Spark's ``from_json`` parses only the values the reader left.
+
 A record whose value does not parse or does not fit the columns (Spark's PERMISSIVE parsers fill a
 corrupt-record column), or whose single key column cannot be read, gets an error and goes to the query's
 dead letters (``connectors.dead_letters``) instead of on.
@@ -25,11 +28,12 @@ from typing import Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_json, delimiter_of
+from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Scan
@@ -52,27 +56,41 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     df = records.where(F.col("topic") == F.lit(source.topic))
     if source.value_format == "AVRO":
         df = _avro_as_json(df, source)
-    df = df.withColumn(PARSED, _value_parser(source))
+    df = df.withColumn(PARSED, _value_parser(source, decoded_column(source.topic) in df.columns))
     df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
-    if dead_letters is not None:  # a column, not a filter: Spark would push a filter below the parse and parse twice
-        df = df.withColumn("__passes", _diverted(dead_letters)).where("__passes").drop("__passes")
-    else:
-        df = df.where(F.col(ERROR).isNull())
-    return df.drop(*RAW, ERROR)
+    if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
+        df = df.observe(dead_letters.metric, F.collect_list(_failure()).alias("failures"))
+    return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR)
 
 
-def _diverted(dead_letters: DeadLetters) -> Column:
-    """True where a record passes on; false, once written to ``dead_letters``, where it failed. Only a
-    failed record's fields reach Python (as JSON); the others are a null there."""
+def _failure() -> Column:
+    """A failed record's fields and error as JSON (null where the record passes)."""
     raw = [F.base64(c).alias(c) if c in ("key", "value") else F.col(c) for c in RAW]
-    failure = F.when(F.col(ERROR).isNotNull(), F.to_json(F.struct(*raw, F.col(ERROR))))
-    passes = F.arrow_udf(dead_letters.passes, BooleanType()).asNondeterministic()  # it writes: run it once per record
-    return passes(failure)
+    return F.when(F.col(ERROR).isNotNull(), F.to_json(F.struct(*raw, F.col(ERROR))))
 
 
-def _value_parser(source) -> Column:
-    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit)."""
+def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(topic, value columns) of the topics whose values the source reader decodes (``connectors.json_decode``):
+    read only by JSON sources whose columns it can decode, with the same columns."""
+    by_topic: dict = {}
+    for scan in scans:
+        source = scan.source
+        columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
+        fits = source.value_format == "JSON" and not source.changelog_format and decodable(list(columns))
+        by_topic.setdefault(source.topic, set()).add(columns if fits else None)
+    return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
+            if len(kinds) == 1 and None not in kinds]
+
+
+def _value_parser(source, decoded: bool) -> Column:
+    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit); with
+    ``decoded``, as the source reader decoded it where it did, and parsed by Spark elsewhere."""
     value_cols = [c for c in source.columns if c.origin == "value"]
+    if decoded:
+        by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
+        as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in value_cols],
+                             F.lit(None).cast("string").alias(CORRUPT))
+        return F.when(by_reader.isNotNull(), as_parsed).otherwise(_value_parser(source, False))
     row = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
     text = F.col("value").cast("string")
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}

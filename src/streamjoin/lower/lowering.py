@@ -14,13 +14,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..connectors.event_time import CHANGELOG_PREFIX
+from ..connectors.json_decode import decode_option
 from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
 )
-from .decode import decode_scan, read_bounded
+from .decode import decode_scan, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import operator_for
 
@@ -50,6 +51,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     else:
         reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
+    decoded = reader_decoded(scans)
+    if decoded:  # JSON values the source reader decodes, so Spark need not
+        reader = reader.option("decode", decode_option(decoded))
     if any(n.source.reads_headers for n in scans):
         reader = reader.option("headers", "true")
     if opts.max_records_per_batch:

@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
 from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
-from ..connectors.dead_letters import DeadLetters, count_dead_letters
+from ..connectors.dead_letters import DeadLetters, count_dead_letters, with_dead_letters
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
 from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
@@ -189,19 +189,24 @@ class Engine:
                                 ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"),
                                 fail_on_data_loss=self.catalog.properties.get(DATA_LOSS_PROPERTY, "true").lower() != "false")
         dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
+        letters: list[DeadLetters] = []  # one per scan, made while lowering
+
+        def dead_letters(source: str) -> DeadLetters:
+            letters.append(DeadLetters(planned.query_id, source, dead_letter_topic, root=self.topics_root, bootstrap=bootstrap))
+            return letters[-1]
+
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets,
-                              dead_letters=lambda source: DeadLetters(planned.query_id, source, dead_letter_topic,
-                                                                      root=self.topics_root, bootstrap=bootstrap))
+                              time_buckets=options.time_buckets, dead_letters=dead_letters)
         records = read_inputs(self.spark, sink, options)
         result = encode(sink, lower(sink.input, records, ctx))
         if bootstrap:
             write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
         else:
             write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
+        name = self.query_name_prefix + planned.query_id
         writer = (
-            result.writeStream.queryName(self.query_name_prefix + planned.query_id)
-            .foreachBatch(write)
+            result.writeStream.queryName(name)
+            .foreachBatch(with_dead_letters(write, letters, self.spark, name))
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
