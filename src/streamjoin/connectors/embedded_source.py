@@ -165,8 +165,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if self.ticks and self.clock is not None:
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
-            ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start)
-            yield from with_decoded(pa.Table.from_batches([ticks]), self.decode)
+            yield from with_decoded(tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start), self.decode)
 
     def commit(self, end: dict) -> None:
         if self.clock_cache is not None:
@@ -221,9 +220,9 @@ def count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
     return counts
 
 
-def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.RecordBatch:
+def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.Table:
     """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record."""
-    return pa.RecordBatch.from_arrays(
+    return pa.table(
         [
             pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
             pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),

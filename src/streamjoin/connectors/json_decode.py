@@ -74,11 +74,8 @@ def with_decoded(rows: pa.Table, plan: list[tuple[str, pa.StructType]]) -> Itera
 
 def decode_columns(topic: pa.Array, value: pa.Array, plan: list[tuple[str, pa.StructType]]) -> list[pa.Array]:
     """One struct array per decoded topic: the decoded value of that topic's records, null elsewhere."""
-    out = []
-    for name, struct in plan:
-        mine = pc.fill_null(pc.equal(topic, name), False)
-        out.append(_decode(value, pc.and_(mine, _one_object(value)), struct))
-    return out
+    shaped = _one_object(value)
+    return [_decode(value, pc.and_(pc.fill_null(pc.equal(topic, name), False), shaped), struct) for name, struct in plan]
 
 
 def _one_object(value: pa.Array) -> pa.Array:

@@ -249,7 +249,7 @@ class KafkaTopicReader(DataSourceStreamReader):
             known = times[times != NO_TIME]
             first = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
-            yield from with_decoded(pa.Table.from_batches([ticks]), self.decode)
+            yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
         pass

@@ -56,7 +56,10 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     df = records.where(F.col("topic") == F.lit(source.topic))
     if source.value_format == "AVRO":
         df = _avro_as_json(df, source)
-    df = df.withColumn(PARSED, _value_parser(source, decoded_column(source.topic) in df.columns))
+    parsed = _value_parser(source)
+    if decoded_column(source.topic) in df.columns:
+        parsed = _decoded_by_reader(source, otherwise=parsed)
+    df = df.withColumn(PARSED, parsed)
     df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
     if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
         df = df.observe(dead_letters.metric, F.collect_list(_failure()).alias("failures"))
@@ -82,15 +85,18 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
             if len(kinds) == 1 and None not in kinds]
 
 
-def _value_parser(source, decoded: bool) -> Column:
-    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit); with
-    ``decoded``, as the source reader decoded it where it did, and parsed by Spark elsewhere."""
+def _decoded_by_reader(source, otherwise: Column) -> Column:
+    """The value as the source reader decoded it, shaped as ``_value_parser``'s struct; ``otherwise`` where
+    the reader left it."""
+    by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
+    as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in source.columns if c.origin == "value"],
+                         F.lit(None).cast("string").alias(CORRUPT))
+    return F.when(by_reader.isNotNull(), as_parsed).otherwise(otherwise)
+
+
+def _value_parser(source) -> Column:
+    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit)."""
     value_cols = [c for c in source.columns if c.origin == "value"]
-    if decoded:
-        by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
-        as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in value_cols],
-                             F.lit(None).cast("string").alias(CORRUPT))
-        return F.when(by_reader.isNotNull(), as_parsed).otherwise(_value_parser(source, False))
     row = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
     text = F.col("value").cast("string")
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
