@@ -82,6 +82,18 @@ def test_source_starting_offsets_latest_and_batch_limit(spark, broker, tmp_path)
     assert [r.seq for r in rows] == [1, 2, 3] and sizes == [2, 1]
 
 
+def test_source_reads_one_partition_whole_lists_at_a_time_and_keeps_zero_times(spark, broker, tmp_path):
+    """One partition, no headers wanted: the fetch takes each consumed list column by column, except a
+    list holding a zero time (sent as 1 with a header), which it reads record by record."""
+    topics, topic = KafkaTopics(broker), _topic("plain")
+    topics.create(topic, 1)
+    sent = [Record(b"%d" % i, b'{"i": %d}' % i, 0 if i == 1500 else 10 + i) for i in range(3000)]
+    topics.append([(topic, sent)])
+    rows, sizes = _read(spark, broker, topic, str(tmp_path / "cp"), ordered="false", maxRecordsPerBatch="1000")
+    assert sizes == [1000, 1000, 1000]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in rows] == [(i, r.key, r.value, r.timestamp) for i, r in enumerate(sent)]
+
+
 def test_lost_records_stop_the_query_unless_the_user_opts_out(spark, broker, tmp_path):
     topics, topic = KafkaTopics(broker), _topic("lost")
     topics.create(topic, 1)

@@ -17,6 +17,7 @@ it (``streamjoin.ingestion.order`` = ``produced``) instead of by timestamp.
 """
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Iterable, Optional, Sequence
 
@@ -173,13 +174,19 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
     pending = dict(fetched)  # the partitions still short of their end
     deadline = time.monotonic() + timeout
     only = next(iter(wanted)) if len(wanted) == 1 else None  # one partition: no need to ask each record
+    # one partition and no headers wanted: records are taken a consumed list at a time (``take_plain``)
+    plain = fetched[only] if only is not None and not (with_order or with_headers) else None
     try:
         while pending:
             # consume() waits until it has this many events or the timeout: ask for what is still due
             due = sum(f.end - f.start - len(f.offsets) for f in pending.values())
-            messages = client.consume(max(1, min(10000, due)), 0.5)
+            messages = consumed = client.consume(max(1, min(10000, due)), 0.5)
             if not messages and time.monotonic() > deadline:
                 raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
+            if plain is not None and only in pending and plain.take_plain(messages):
+                if plain.done:
+                    del pending[only]
+                messages = ()
             for msg in messages:
                 tp = only or (msg.topic(), msg.partition())
                 into = pending.get(tp)
@@ -204,7 +211,7 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
                     into.add_headers(msg.headers() or (), with_headers)
                 if offset >= into.end - 1:
                     del pending[tp]
-            if messages:
+            if consumed:
                 deadline = time.monotonic() + timeout
     finally:
         if wanted:
@@ -220,6 +227,30 @@ class _Fetched:
         self.offsets, self.stamps, self.keys, self.values = [], [], [], []
         self.orders: list[tuple[int, Optional[int]]] = []  # (position, ORDER_HEADER), where read
         self.headers: Optional[list] = [] if with_headers else None
+        self.done = False  # set by ``take_plain``: the partition's records are all taken
+
+    def take_plain(self, messages: list) -> bool:
+        """Take a consumed list of this partition's records column by column (a C call per column, not a
+        Python step per record), up to ``end``. False, taking nothing, if one of them needs a look at its
+        headers (a zero time) or is an event (end of partition, an error)."""
+        from confluent_kafka import Message
+
+        errors = list(map(Message.error, messages))
+        if errors.count(None) != len(errors):
+            return False
+        stamps = [stamp for _, stamp in map(Message.timestamp, messages)]
+        if 1 in stamps:  # perhaps a zero time (ZERO_TIME_HEADER)
+            return False
+        offsets = list(map(Message.offset, messages))
+        taken = bisect.bisect_left(offsets, self.end)
+        self.done = taken < len(offsets) or bool(offsets) and offsets[-1] >= self.end - 1
+        if taken < len(offsets):
+            messages, offsets, stamps = messages[:taken], offsets[:taken], stamps[:taken]
+        self.offsets += offsets
+        self.stamps += stamps
+        self.keys += map(Message.key, messages)
+        self.values += map(Message.value, messages)
+        return True
 
     def add_headers(self, headers, own: bool) -> None:
         """Read the last record's headers: its order, a zero time, and (with ``own``) the record's own."""

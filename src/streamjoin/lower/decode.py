@@ -47,6 +47,7 @@ CORRUPT = "__corrupt"
 
 RAW = ("topic", "partition", "offset", "timestamp", "key", "value")  # what a dead letter keeps of its record
 PARSED = "__p"
+FAILURE = "__failure"
 
 
 def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLetters] = None) -> DataFrame:
@@ -62,8 +63,9 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     df = df.withColumn(PARSED, parsed)
     df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
     if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
-        df = df.observe(dead_letters.metric, F.collect_list(_failure()).alias("failures"))
-    return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR)
+        # the failure is computed in the generated code before the observation, which interprets its input
+        df = df.withColumn(FAILURE, _failure()).observe(dead_letters.metric, F.collect_list(FAILURE).alias("failures"))
+    return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR, FAILURE)
 
 
 def _failure() -> Column:
