@@ -75,7 +75,7 @@ def _read_slice(root: str, topics: list[str], after: int, upto: int) -> pa.Table
     for topic in topics:
         table = store.read_table(topic, after, upto)
         if table.num_rows:
-            parts.append(table.append_column("topic", pa.array([topic] * table.num_rows, pa.string())))
+            parts.append(table.append_column("topic", pa.repeat(pa.scalar(topic, pa.string()), table.num_rows)))
     if not parts:
         return None
     table = pa.concat_tables(parts)

@@ -263,14 +263,18 @@ class _Fetched:
 
     def table(self) -> pa.Table:
         n = len(self.offsets)
-        orders = [None] * n
-        for position, order in self.orders:
-            orders[position] = order
+        if self.orders:
+            orders = [None] * n
+            for position, order in self.orders:
+                orders[position] = order
+            orders = pa.array(orders, pa.int64())
+        else:
+            orders = pa.nulls(n, pa.int64())
         headers = pa.nulls(n, HEADERS_TYPE) if self.headers is None else pa.array(self.headers, HEADERS_TYPE)
         return pa.table(
             [pa.array(np.full(n, self.partition, np.int32)), pa.array(self.offsets, pa.int64()),
              pa.array(self.stamps, pa.int64()), pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-             pa.array(orders, pa.int64()), headers],
+             orders, headers],
             schema=FETCHED_SCHEMA,
         )
 

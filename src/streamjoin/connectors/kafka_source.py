@@ -298,7 +298,7 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
         running = np.maximum.accumulate(np.maximum(values, keys.get((topic, partition), NO_KEY)))
         new_keys[(topic, partition)] = int(running[-1])
         parts.append(table.drop_columns(["order"])
-                     .append_column("topic", pa.array([topic] * table.num_rows, pa.string()))
+                     .append_column("topic", pa.repeat(pa.scalar(topic, pa.string()), table.num_rows))
                      .append_column("topic_index", pa.array(np.full(table.num_rows, topic_index[topic], np.int32)))
                      .append_column("order_key", pa.array(running)))
     if not parts:
@@ -314,7 +314,7 @@ def _rows(table: pa.Table, topic, seq, stream_time, decode) -> Iterator[pa.Recor
     if not table.num_rows:
         return
     if isinstance(topic, str):
-        topic = pa.array([topic] * table.num_rows, pa.string())
+        topic = pa.repeat(pa.scalar(topic, pa.string()), table.num_rows)
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
         + [table.column("key"), table.column("value"), stream_time, table.column("headers")],

@@ -214,7 +214,7 @@ class TopicStore:
             first, last = _segment_range(seg)
             if last <= after_seq or first > upto:
                 continue
-            with ipc.open_file(seg) as reader:
+            with ipc.open_file(pa.memory_map(str(seg))) as reader:  # no copy: segments never change
                 table = reader.read_all()
             if "headers" not in table.column_names:  # a segment written before records had headers
                 table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
