@@ -180,43 +180,49 @@ def fetch_ranges(client, ranges: dict[tuple[str, int], tuple[int, int]], *, with
         while pending:
             # consume() waits until it has this many events or the timeout: ask for what is still due
             due = sum(f.end - f.start - len(f.offsets) for f in pending.values())
-            messages = consumed = client.consume(max(1, min(10000, due)), 0.5)
+            messages = client.consume(max(1, min(10000, due)), 0.5)
             if not messages and time.monotonic() > deadline:
                 raise BrokerError(f"the broker returned no records of {sorted(pending)} within {timeout:.0f} s")
             if plain is not None and only in pending and plain.take_plain(messages):
                 if plain.done:
                     del pending[only]
-                messages = ()
-            for msg in messages:
-                tp = only or (msg.topic(), msg.partition())
-                into = pending.get(tp)
-                if into is None:
-                    continue
-                offset = msg.offset()
-                if msg.error() is not None:
-                    _check(msg.error())
-                    if offset < into.end:  # end of partition before the planned end: the records are gone
-                        raise BrokerError(f"{tp[0]}[{tp[1]}] ends at offset {offset}, before {into.end}")
-                    del pending[tp]
-                    continue
-                if offset >= into.end:
-                    del pending[tp]
-                    continue
-                stamp = msg.timestamp()[1]
-                into.offsets.append(offset)
-                into.keys.append(msg.key())
-                into.values.append(msg.value())
-                into.stamps.append(stamp)
-                if with_order or with_headers or stamp == 1:  # a call per record: only when they matter
-                    into.add_headers(msg.headers() or (), with_headers)
-                if offset >= into.end - 1:
-                    del pending[tp]
-            if consumed:
+            else:
+                _take_each(messages, pending, only, with_order, with_headers)
+            if messages:
                 deadline = time.monotonic() + timeout
     finally:
         if wanted:
             client.unassign()
     return {tp: f.table() for tp, f in fetched.items()}
+
+
+def _take_each(messages: list, pending: dict, only, with_order: bool, with_headers: bool) -> None:
+    """Take consumed records one by one into their partition's ``_Fetched`` (``only``: the one partition);
+    a partition leaves ``pending`` once it reaches its end."""
+    for msg in messages:
+        tp = only or (msg.topic(), msg.partition())
+        into = pending.get(tp)
+        if into is None:
+            continue
+        offset = msg.offset()
+        if msg.error() is not None:
+            _check(msg.error())
+            if offset < into.end:  # end of partition before the planned end: the records are gone
+                raise BrokerError(f"{tp[0]}[{tp[1]}] ends at offset {offset}, before {into.end}")
+            del pending[tp]
+            continue
+        if offset >= into.end:
+            del pending[tp]
+            continue
+        stamp = msg.timestamp()[1]
+        into.offsets.append(offset)
+        into.keys.append(msg.key())
+        into.values.append(msg.value())
+        into.stamps.append(stamp)
+        if with_order or with_headers or stamp == 1:  # a call per record: only when they matter
+            into.add_headers(msg.headers() or (), with_headers)
+        if offset >= into.end - 1:
+            del pending[tp]
 
 
 class _Fetched:
@@ -243,7 +249,7 @@ class _Fetched:
             return False
         offsets = list(map(Message.offset, messages))
         taken = bisect.bisect_left(offsets, self.end)
-        self.done = taken < len(offsets) or bool(offsets) and offsets[-1] >= self.end - 1
+        self.done = taken < len(offsets) or (bool(offsets) and offsets[-1] >= self.end - 1)
         if taken < len(offsets):
             messages, offsets, stamps = messages[:taken], offsets[:taken], stamps[:taken]
         self.offsets += offsets
