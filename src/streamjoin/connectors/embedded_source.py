@@ -69,13 +69,18 @@ class _Slice(InputPartition):
         self.clock_state = clock_state
 
 
+def topic_column(topic: str, rows: int) -> pa.Array:
+    """The ``topic`` column of ``rows`` records of one topic (one repeat in C, not a Python list)."""
+    return pa.repeat(pa.scalar(topic, pa.string()), rows)
+
+
 def _read_slice(root: str, topics: list[str], after: int, upto: int) -> pa.Table:
     store = TopicStore(root)
     parts = []
     for topic in topics:
         table = store.read_table(topic, after, upto)
         if table.num_rows:
-            parts.append(table.append_column("topic", pa.repeat(pa.scalar(topic, pa.string()), table.num_rows)))
+            parts.append(table.append_column("topic", topic_column(topic, table.num_rows)))
     if not parts:
         return None
     table = pa.concat_tables(parts)

@@ -39,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from .embedded_source import ARROW_SCHEMA, count_null_values, source_schema, tick_rows
+from .embedded_source import ARROW_SCHEMA, count_null_values, source_schema, tick_rows, topic_column
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, with_decoded
 from .kafka_client import FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
@@ -298,7 +298,7 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
         running = np.maximum.accumulate(np.maximum(values, keys.get((topic, partition), NO_KEY)))
         new_keys[(topic, partition)] = int(running[-1])
         parts.append(table.drop_columns(["order"])
-                     .append_column("topic", pa.repeat(pa.scalar(topic, pa.string()), table.num_rows))
+                     .append_column("topic", topic_column(topic, table.num_rows))
                      .append_column("topic_index", pa.array(np.full(table.num_rows, topic_index[topic], np.int32)))
                      .append_column("order_key", pa.array(running)))
     if not parts:
@@ -314,7 +314,7 @@ def _rows(table: pa.Table, topic, seq, stream_time, decode) -> Iterator[pa.Recor
     if not table.num_rows:
         return
     if isinstance(topic, str):
-        topic = pa.repeat(pa.scalar(topic, pa.string()), table.num_rows)
+        topic = topic_column(topic, table.num_rows)
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
         + [table.column("key"), table.column("value"), stream_time, table.column("headers")],
