@@ -17,7 +17,7 @@ import pytest
 
 from streamjoin.conformance.cases import load_cases
 from streamjoin.conformance.runner import run_case
-from streamjoin.connectors.kafka_client import KafkaTopics
+from streamjoin.connectors.kafka_client import KafkaTopics, reading_consumer
 from streamjoin.connectors.local_broker import local_broker
 from streamjoin.connectors.topic_store import Record
 
@@ -106,6 +106,19 @@ def test_lost_records_stop_the_query_unless_the_user_opts_out(spark, broker, tmp
         _read(spark, broker, topic, str(tmp_path / "cp"))
     rows, _ = _read(spark, broker, topic, str(tmp_path / "cp"), failOnDataLoss="false")
     assert [r.value for r in rows] == [b'{"again": 1}']
+
+
+def test_a_reading_consumer_is_kept_for_the_next_task_unless_a_topic_it_read_was_recreated(broker):
+    with reading_consumer(broker, {"t": "id-1"}) as first:
+        pass
+    with reading_consumer(broker, {"u": "id-7"}) as again:
+        assert again is first
+    with reading_consumer(broker, {"t": "id-2"}) as other:  # "t" deleted and created again
+        assert other is not first
+    with pytest.raises(RuntimeError), reading_consumer(broker, {"t": "id-2"}) as failed:
+        raise RuntimeError("fetch failed")
+    with reading_consumer(broker, {"t": "id-2"}) as fresh:
+        assert fresh is not failed
 
 
 KAFKA_CASES = (  # one or two per join family: the whole seed suite runs with `streamjoin test --bootstrap-servers`

@@ -18,6 +18,7 @@ it (``streamjoin.ingestion.order`` = ``produced``) instead of by timestamp.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import time
 from typing import Iterable, Optional, Sequence
 
@@ -70,11 +71,38 @@ def consumer(bootstrap: str, **extra):
     return Consumer(config)
 
 
+_IDLE_READERS: dict[str, list] = {}  # bootstrap -> [(consumer, {topic: id} it has read)] not in use
+
+
+@contextlib.contextmanager
+def reading_consumer(bootstrap: str, topic_ids: dict):
+    """A consumer for bulk fetches from topics ``topic_ids`` (name -> topic id), lent for one task and kept
+    for this process's next one (Spark reuses its Python workers): a new consumer costs ~35 ms to connect
+    and ~5-50 ms to close, per task and micro-batch. One that has read a topic under another id (since
+    deleted and recreated) is closed instead: the client's cached partition state would be stale (a
+    Python worker was seen to crash). ``fetch_ranges`` leaves it unassigned; one that failed is closed."""
+    idle = _IDLE_READERS.setdefault(bootstrap, [])
+    client, seen = idle.pop() if idle else (None, {})
+    if client is not None and any(seen.get(topic, id_) != id_ for topic, id_ in topic_ids.items()):
+        client.close()
+        client, seen = None, {}
+    if client is None:
+        # the fetch queue's backoff (1 s by default) would outlive unassign() and stall the next task's fetch
+        client = consumer(bootstrap, **{"queued.min.messages": 200000, "max.partition.fetch.bytes": 8 << 20,
+                                        "fetch.queue.backoff.ms": 10})
+    try:
+        yield client
+    except BaseException:
+        client.close()
+        raise
+    idle.append((client, {**seen, **topic_ids}))
+
+
 def probe(bootstrap: str):
     """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer. A probe
     at the end of a partition waits out the broker's fetch wait: at 1 ms rather than 10, a probe of two
     partitions took ~4 ms instead of ~23 ms against Tansu (0 gets no answer from it at all)."""
-    return consumer(bootstrap, **{"fetch.wait.max.ms": 1})
+    return consumer(bootstrap, **{"fetch.wait.max.ms": 1, "fetch.queue.backoff.ms": 10})
 
 
 def producer(bootstrap: str, **extra):
@@ -153,9 +181,11 @@ def high_watermarks(client, starts: dict[tuple[str, int], int], timeout: float =
                 if tp in pending:
                     pending.discard(tp)
                     marks[tp] = None if err is None else msg.offset()
+                    client.pause([TopicPartition(*tp)])
             for tp in [tp for tp in list(marks) if marks[tp] is None]:
                 marks[tp] = client.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
     finally:
+        client.resume([TopicPartition(*tp) for tp in starts])
         client.unassign()
     return marks
 

@@ -42,7 +42,8 @@ from pyspark.sql.types import StructType
 from .embedded_source import ARROW_SCHEMA, count_null_values, source_schema, tick_rows, topic_column
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, with_decoded
-from .kafka_client import FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe
+from .kafka_client import (FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe,
+                           reading_consumer)
 
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
@@ -55,11 +56,12 @@ class DataLossError(BrokerError):
 
 
 class _Ranges(InputPartition):
-    """``ranges``: ``(topic, partition) -> (first offset, end offset)``; ``state``: the batch's start offset."""
+    """``ranges``: ``(topic, partition) -> (first offset, end offset)``; ``state``: the batch's start offset;
+    ``topic_ids``: topic name -> id."""
 
-    def __init__(self, ranges: dict, state: Optional[dict]):
+    def __init__(self, ranges: dict, state: Optional[dict], topic_ids: dict):
         super().__init__(sorted(ranges.items()))
-        self.ranges, self.state = ranges, state
+        self.ranges, self.state, self.topic_ids = ranges, state, topic_ids
 
 
 def _tp_key(tp: tuple[str, int]) -> str:
@@ -87,6 +89,8 @@ class KafkaTopicReader(DataSourceStreamReader):
             Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
         )
         self.ticks = int(options.get("ticks", "0") or 0)
+        # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
+        self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
         self.decode = decode_plan(options.get("decode"))
         self._client = None
         self._probe = None
@@ -129,7 +133,9 @@ class KafkaTopicReader(DataSourceStreamReader):
         starts = high_watermarks(self._prober(), lows) if self.starting == "latest" else lows
         offset = {"partitions": {_tp_key(tp): [int(starts[tp]), NO_KEY] for tp in tps}, "topicIds": ids, "count": 0}
         if self.clock is not None:
-            offset.update(streamTime=None, nullValues={})
+            offset["streamTime"] = None
+        if self.count_nulls:
+            offset["nullValues"] = {}
         return offset
 
     def getDefaultReadLimit(self):
@@ -160,6 +166,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         if self.clock is not None:
             _, clock_state = self.clock.run(batch if batch.num_rows else None, _clock_state(start))
             end.update(clock_state)
+        if self.count_nulls:
             end["nullValues"] = count_null_values(batch, start.get("nullValues") or {})
         return end
 
@@ -218,19 +225,17 @@ class KafkaTopicReader(DataSourceStreamReader):
                 ranges[_tp_of(key)] = (first, upto)
         if not ranges:
             return []
+        ids = end.get("topicIds", {})
         if self.ordered:
-            return [_Ranges(ranges, start)]
-        return [_Ranges({tp: r}, None) for tp, r in ranges.items()]
+            return [_Ranges(ranges, start, ids)]
+        return [_Ranges({tp: r}, None, {tp[0]: ids.get(tp[0])}) for tp, r in ranges.items()]
 
     # ------------------------------------------------------------------ worker
 
     def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
-        client = consumer(self.bootstrap, **{"queued.min.messages": 200000, "max.partition.fetch.bytes": 8 << 20})
-        try:
+        with reading_consumer(self.bootstrap, partition.topic_ids) as client:
             fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header,
                                    with_headers=self.headers)
-        finally:
-            client.close()
         if not self.ordered:
             for (topic, _), table in fetched.items():
                 yield from _rows(table, topic, table.column("offset"), pa.nulls(table.num_rows, pa.int64()), self.decode)
