@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))  # Kafka record headers
@@ -218,9 +217,9 @@ class TopicStore:
                 table = reader.read_all()
             if "headers" not in table.column_names:  # a segment written before records had headers
                 table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
-            if first <= after_seq or last > upto:
-                seqs = table.column("seq")
-                table = table.filter(pc.and_(pc.greater(seqs, after_seq), pc.less_equal(seqs, upto)))
+            if first <= after_seq or last > upto:  # a segment's sequence numbers are first, first + 1, ..., last
+                lo, hi = max(first, after_seq + 1) - first, min(last, upto) - first + 1
+                table = table.slice(lo, hi - lo)
             parts.append(table)
         if not parts:
             return RECORD_SCHEMA.empty_table()

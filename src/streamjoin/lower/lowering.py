@@ -58,13 +58,24 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
         reader = reader.option("headers", "true")
     if opts.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(opts.max_records_per_batch))
-    if any(isinstance(n, Join) for n in walk(plan)):  # joins need the query's stream time on every record
+    joins = [n for n in walk(plan) if isinstance(n, Join)]
+    if joins:  # what a join drops unseen: records with a null value
+        reader = reader.option("countNullValues", "true")
+    if any(map(_reads_stream_time, joins)):  # the query's stream time on every record
         fields = {n.source.topic: _event_time_field(n.source) for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
         delays = watermark_delays(plan)
         if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
             reader = reader.option("watermarks", json.dumps(delays))
     return reader.load()
+
+
+def _reads_stream_time(join: Join) -> bool:
+    """Every join but a lookup in a bounded table (``operators.stream_table``'s native stream-static join)."""
+    table = join.right if join.left.kind == "STREAM" else join.left
+    static = join.shape == "stream-table" and not any(
+        isinstance(n, Scan) and not n.source.bounded_path for n in walk(table))
+    return not static
 
 
 def _event_time_field(source) -> str | None:
