@@ -29,11 +29,15 @@ def _run(spark, tmp_path, query: str, events, spacing_ms: int = 1):
         f"CREATE TABLE animals (animal_id INT PRIMARY KEY, name STRING, edible BOOLEAN) WITH (path='{path}', value_format='JSON');"
         + query
     )
-    produce_inputs(engine.store, [
-        {"topic": "events", "timestamp": i * spacing_ms, "value": {"ROW_ID": row, "ANIMAL_ID": animal}}
-        for i, (row, animal) in enumerate(events)
-    ])
-    engine.process_all_available()
+    try:
+        produce_inputs(engine.store, [
+            {"topic": "events", "timestamp": i * spacing_ms, "value": {"ROW_ID": row, "ANIMAL_ID": animal}}
+            for i, (row, animal) in enumerate(events)
+        ])
+        engine.process_all_available()
+    except BaseException:
+        engine.stop()  # no query left running into the next test
+        raise
     return engine, queries
 
 

@@ -98,6 +98,13 @@ def reading_consumer(bootstrap: str, topic_ids: dict):
     idle.append((client, {**seen, **topic_ids}))
 
 
+def close_idle_readers(bootstrap: str) -> None:
+    """Close this process's idle reading consumers of ``bootstrap`` (its broker is going away: they would
+    keep trying to reconnect). Spark's Python workers close theirs when Spark ends an idle worker."""
+    for client, _ in _IDLE_READERS.pop(bootstrap, []):
+        client.close()
+
+
 def probe(bootstrap: str):
     """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer. A probe
     at the end of a partition waits out the broker's fetch wait: at 1 ms rather than 10, a probe of two

@@ -13,6 +13,8 @@ import subprocess
 import time
 from typing import Iterator
 
+from .kafka_client import close_idle_readers
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -56,6 +58,7 @@ def local_broker(start_timeout: float = 20.0) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"127.0.0.1:{port}"
     finally:
+        close_idle_readers(f"127.0.0.1:{port}")
         process.terminate()
         try:
             process.wait(10)
