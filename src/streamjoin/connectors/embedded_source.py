@@ -140,11 +140,11 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if end == after or not self.count_nulls:
             return self._offset(end, self._clock_state(start), start.get("nullValues"))
         if self.clock is None:  # the value columns' null counts alone: no parsing, no pass over the records
-            tables = {topic: store.read_table(topic, after, end) for topic in self.topics}
             counts = dict(start.get("nullValues") or {})
-            for topic, table in tables.items():
-                if table.column("value").null_count:
-                    counts[topic] = counts.get(topic, 0) + table.column("value").null_count
+            for topic in self.topics:
+                nulls = store.read_table(topic, after, end).column("value").null_count
+                if nulls:
+                    counts[topic] = counts.get(topic, 0) + nulls
             return self._offset(end, None, counts)
         table = _read_slice(self.root, self.topics, after, end)
         clock, clock_state = self.clock.run(table, self._clock_state(start))

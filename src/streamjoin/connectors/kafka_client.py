@@ -110,7 +110,8 @@ def close_idle_readers(bootstrap: str) -> None:
 def probe(bootstrap: str):
     """A consumer of its own for ``high_watermarks``, so probing does not disturb a reading consumer. A probe
     at the end of a partition waits out the broker's fetch wait: at 1 ms rather than 10, a probe of two
-    partitions took ~4 ms instead of ~23 ms against Tansu (0 gets no answer from it at all)."""
+    partitions took ~4 ms instead of ~23 ms against Tansu (0 gets no answer from it at all). The fetch queue's
+    backoff is cut as for ``reading_consumer``: the probe is used again and again."""
     return consumer(bootstrap, **{"fetch.wait.max.ms": 1, "fetch.queue.backoff.ms": 10})
 
 
@@ -158,7 +159,9 @@ def _out_of_range(err) -> bool:
 
 def high_watermarks(client, starts: dict[tuple[str, int], int], timeout: float = FETCH_TIMEOUT_S) -> dict:
     """The high watermark of each ``(topic, partition)``: a fetch at ``starts[tp]`` reports it (``LOST`` when
-    ``starts[tp]`` is past the end: the topic was recreated or truncated)."""
+    ``starts[tp]`` is past the end: the topic was recreated or truncated). A partition is paused once its mark is
+    known, so the client drops the rest of what it fetched there instead of handing it over record by record
+    (a first probe at offset 0 of two partitions took 276 ms, now 45)."""
     from confluent_kafka import TopicPartition
 
     if not starts:
