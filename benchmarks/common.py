@@ -79,8 +79,8 @@ def raw_topics(spark, root: str, topics: str, per_batch: int) -> DataFrame:
 def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None) -> DataFrame:
     """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
     reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records
-    at a time; undecodable records are collected for the dead letters as the engine does (a no-op sink
-    writes none)."""
+    at a time; undecodable records are collected for the dead letters, and stateless drops observed, as the
+    engine does (a no-op sink writes neither)."""
     from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
     from streamjoin.lower.operator_table import check_supported
     from streamjoin.lower.sink import encode
@@ -92,11 +92,13 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     planner = StatementPlanner(Catalog(), check_operators=check_supported)
     planned = [planner.plan(item) for item in parse_script(sql)][-1].query
     from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
+    from streamjoin.runtime.observed_drops import ObservedDrops
 
     options = SourceOptions(root, per_batch, bootstrap=bootstrap)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
-                                                                  root=root, bootstrap=bootstrap))
+                                                                  root=root, bootstrap=bootstrap),
+                          observe_drops=ObservedDrops("").observe)
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))
 

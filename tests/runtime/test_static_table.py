@@ -65,13 +65,18 @@ def test_every_static_row_every_hour(spark, tmp_path):
     assert rows == sorted([("Bessie", 1), ("Puffy", 0), ("Rex", 0), ("Bessie", 2), ("Puffy", 0), ("Rex", 0), ("Rex", 3)])
 
 
-def test_the_static_join_keeps_no_streaming_state_reads_no_clock_and_counts_null_values(spark, tmp_path):
-    engine, queries = _run(spark, tmp_path, "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e "
-                                            "JOIN animals a ON e.animal_id = a.animal_id;", [(1, 1)])
+def test_the_static_join_keeps_no_streaming_state_reads_no_clock_and_counts_what_it_drops(spark, tmp_path):
+    join = "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e JOIN animals a ON e.animal_id = a.animal_id;"
+    engine, queries = _run(spark, tmp_path, join, [(1, 1), (2, None)])
     produce_inputs(engine.store, [{"topic": "events", "timestamp": 5, "value": None}])
     engine.process_all_available()
     progress, metrics = queries[0].spark_query.lastProgress, queries[0].metrics()
     engine.stop()
     assert progress["stateOperators"] == []
     assert "streamTime" not in json.loads(progress["sources"][0]["endOffset"])  # no stream time: nothing needs it
-    assert metrics["null_value"] == 1
+    assert (metrics["null_value"], metrics["null_key"]) == (1, 1)
+
+    engine, queries = _run(spark, tmp_path, join, [(3, None)])  # the same script again resumes its checkpoint
+    metrics = queries[0].metrics()
+    engine.stop()
+    assert metrics["null_key"] == 2

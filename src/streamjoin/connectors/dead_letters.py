@@ -8,7 +8,7 @@ and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8).
 A scan that cannot decode a record drops it and, in the same pass, collects the record and its error as
 JSON into a Spark observed metric (``DeadLetters.metric``, one per scan; ``lower.decode``): that costs
 nothing per record that passes, where a Python UDF would ship every record to Python and back. The
-query's sink function (``with_dead_letters``) writes the sink's batch, then the batch's dead letters from
+query's sink function (``runtime.batch_sink``) writes the sink's batch, then the batch's dead letters from
 those metrics, before Spark commits the batch. A batch can run again (after a crash), so writes are
 idempotent: the dead letters of one source partition are written in offset order by the writer
 ``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
@@ -21,7 +21,7 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 DEFAULT_TOPIC = "streamjoin_dead_letters"
 TOPIC_PROPERTY = "streamjoin.dead.letter.topic"
@@ -37,8 +37,11 @@ class DeadLetters:
     bootstrap: Optional[str] = None  # or a broker
     metric: str = field(default_factory=lambda: f"dead_letters:{uuid.uuid4().hex}")  # the scan's observed metric
 
-    def write_failures(self, failures: list[str]) -> None:
-        """Write the failed records (each the JSON of a record and its error) as dead letters."""
+    def write_observed(self, observed) -> None:
+        """Write the failed records its scan observed in a batch (``observed``: the Scala map of the batch's
+        execution; each failure the JSON of a record and its error) as dead letters."""
+        row = observed.get(self.metric)
+        failures = list(row.get().getList(0)) if row.isDefined() else []
         if failures:
             self._write([_failed_record(text) for text in failures])
 
@@ -64,24 +67,6 @@ class DeadLetters:
         except UnicodeDecodeError:
             letter["value_base64"] = base64.b64encode(value).decode()
         return json.dumps(letter).encode()
-
-
-def with_dead_letters(write: Callable, letters: list[DeadLetters], spark, query_name: str) -> Callable:
-    """A ``foreachBatch`` function: ``write`` the batch, then the dead letters its scans observed, read from
-    the execution of the batch that just ran (the query's last execution)."""
-
-    def write_batch(batch, batch_id: int) -> None:
-        write(batch, batch_id)
-        if not letters:
-            return
-        [query] = [q for q in spark.streams.active if q.name == query_name]
-        observed = query._jsq.streamingQuery().lastExecution().observedMetrics()
-        for dead_letters in letters:
-            row = observed.get(dead_letters.metric)
-            if row.isDefined():
-                dead_letters.write_failures(list(row.get().getList(0)))
-
-    return write_batch
 
 
 def _failed_record(text: str) -> dict:

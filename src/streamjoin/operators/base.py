@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
 from ..plan.nodes import Join
 
@@ -29,6 +29,8 @@ class LoweringContext:
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
     time_buckets: int = DEFAULT_TIME_BUCKETS
     dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
+    # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_drops)
+    observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
 
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

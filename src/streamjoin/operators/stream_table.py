@@ -13,7 +13,8 @@ Two lowerings:
   key), or else the stored table row. The stream side may join on any expression: the union is a Spark
   shuffle on the expression's value, so the stream is repartitioned by it.
 - The table is bounded (a file, SQLstream's static table): it is read once at query start and joined with
-  Spark's native stream-static hash join; nothing is kept in streaming state.
+  Spark's native stream-static hash join; nothing is kept in streaming state. Its null-key drops are
+  counted per batch in the checkpoint (``runtime.observed_drops``).
 
 State (changelog table only; per bucket, one pickled value in Spark's state store): the live table rows —
 join key and the table's columns — and the count of stream records dropped for a null key. A tombstone,
@@ -52,7 +53,7 @@ class StreamTableJoin:
         s = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys, stream_node)
         t = tag_side(table, TABLE, table_side.keys, table_side.filter, keys, table_node)
         if not table.isStreaming:
-            return _static_join(join, s, t, keys, outer)
+            return _static_join(join, s, t, keys, outer, ctx)
         stream_cols, table_cols = payload(stream), payload(table)
         data = bucketed(s.unionByName(t, allowMissingColumns=True), keys, ctx.time_buckets)
         types = {f.name: f.dataType for f in data.schema.fields}
@@ -113,8 +114,9 @@ def _apply_changes(store: pd.DataFrame, changes: pd.DataFrame, keys, table_cols)
     return pd.concat([kept, alive], ignore_index=True) if len(kept) else alive.reset_index(drop=True)
 
 
-def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: bool) -> DataFrame:
-    """Spark's stream-static hash join against a bounded table, loaded once (the last row per key wins)."""
+def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: bool, ctx: LoweringContext) -> DataFrame:
+    """Spark's stream-static hash join against a bounded table, loaded once (the last row per key wins).
+    Stream records with a null join key are dropped and counted (an observed metric: no state here)."""
     latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
     live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
     table_cols = payload(table)
@@ -123,6 +125,8 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     condition = F.col(OK)
     for k in keys:
         condition = condition & (F.col(k) == F.col(f"__t{k}"))
+    if ctx.observe_drops is not None:
+        stream = ctx.observe_drops(stream, "null_key", F.col(NULL_KEY))
     joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
     meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
     return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)

@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
 from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
-from ..connectors.dead_letters import DeadLetters, count_dead_letters, with_dead_letters
+from ..connectors.dead_letters import DeadLetters, count_dead_letters
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
 from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
@@ -29,6 +29,8 @@ from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import parse_script
+from .batch_sink import sink_function
+from .observed_drops import ObservedDrops
 from .session import register_sources
 
 DEFAULT_HOME = ".streamjoin"
@@ -195,8 +197,9 @@ class Engine:
             letters.append(DeadLetters(planned.query_id, source, dead_letter_topic, root=self.topics_root, bootstrap=bootstrap))
             return letters[-1]
 
+        drops = ObservedDrops(checkpoint)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets, dead_letters=dead_letters)
+                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe)
         records = read_inputs(self.spark, sink, options)
         result = encode(sink, lower(sink.input, records, ctx))
         if bootstrap:
@@ -206,7 +209,7 @@ class Engine:
         name = self.query_name_prefix + planned.query_id
         writer = (
             result.writeStream.queryName(name)
-            .foreachBatch(with_dead_letters(write, letters, self.spark, name))
+            .foreachBatch(sink_function(write, letters, drops, self.spark, name))
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )

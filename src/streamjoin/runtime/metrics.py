@@ -5,7 +5,7 @@ survive restarts.
   offsets;
 - ``null_key`` / ``late`` / ``no_time``: records a join dropped for a null join key, for arriving after
   their window closed (or, in Flink joins, behind the watermark) on a side that is not preserved, or for
-  having no event time, counted in the operator's state;
+  having no event time, counted in the operator's state (a stateless step's in ``runtime.observed_drops``);
 - ``state_rows``: records held in join state.
 """
 from __future__ import annotations
@@ -15,6 +15,8 @@ import pickle
 
 from pyspark.sql import SparkSession
 
+from .observed_drops import saved_drops
+
 
 def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | None) -> dict:
     metrics = {"null_value": 0, "null_key": 0, "late": 0, "state_rows": 0}
@@ -22,6 +24,8 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         offset = source.get("endOffset")
         offset = json.loads(offset) if isinstance(offset, str) else offset or {}
         metrics["null_value"] += sum((offset.get("nullValues") or {}).values())
+    for name, count in saved_drops(checkpoint)["counts"].items():
+        metrics[name] = metrics.get(name, 0) + count
     for operator_id in _stateful_operators(spark, checkpoint):
         try:
             values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", "state")

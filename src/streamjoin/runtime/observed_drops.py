@@ -1,0 +1,58 @@
+"""Records a stateless step drops, counted exactly: the static stream-table join's null join keys.
+
+A stateful operator keeps its drop counts in its state (``runtime.metrics``); a stateless step has no
+state. It observes its drops per micro-batch instead, as a Spark observed metric on the rows it filters
+(``observe``). The query's sink function (``runtime.batch_sink``) adds the batch's counts to
+``<checkpoint>/dropped.json`` after it wrote the batch and before Spark commits it. The file names the
+last batch it counted, so a batch run again after a crash is not counted twice; it is replaced whole
+(written aside, then renamed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+FILE = "dropped.json"
+
+
+@dataclass
+class ObservedDrops:
+    checkpoint: str
+    metrics: list = field(default_factory=list)  # (observed metric name, reason), one per observing step
+
+    def observe(self, rows: DataFrame, reason: str, dropped: Column) -> DataFrame:
+        """``rows``, with the number of them a later filter drops (``dropped`` is true) observed per batch."""
+        name = f"dropped:{reason}:{uuid.uuid4().hex}"
+        self.metrics.append((name, reason))
+        return rows.observe(name, F.count(F.when(dropped, True)).alias("dropped"))
+
+    def record(self, observed, batch_id: int) -> None:
+        """Add batch ``batch_id``'s observed counts (a Scala map from the batch's execution) to the file."""
+        if not self.metrics:
+            return
+        saved = saved_drops(self.checkpoint)
+        if batch_id <= saved["batch"]:
+            return  # counted before a crash
+        counts = saved["counts"]
+        for name, reason in self.metrics:
+            row = observed.get(name)
+            if row.isDefined():
+                counts[reason] = counts.get(reason, 0) + row.get().getLong(0)
+        path = os.path.join(self.checkpoint, FILE)
+        with open(path + ".tmp", "w") as out:
+            json.dump({"batch": batch_id, "counts": counts}, out)
+        os.replace(path + ".tmp", path)
+
+
+def saved_drops(checkpoint: str) -> dict:
+    """The counts so far and the last batch counted (-1 before the first)."""
+    try:
+        with open(os.path.join(checkpoint, FILE)) as saved:
+            return json.load(saved)
+    except FileNotFoundError:
+        return {"batch": -1, "counts": {}}
