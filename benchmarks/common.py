@@ -36,10 +36,20 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None,
         "batches": len(progress),
         "batch_ms_median": statistics.median(durations),
         "batch_ms_max": max(durations),
+        "batch_ms": durations,
+        "latency_growth": latency_growth(durations),
         "state_rows_max": state_rows(checkpoint, len(progress)) if state_rows else native_state,
         "ms_by_phase": breakdown,
         "cpu_us_per_row": round(cpu / input_rows * 1e6, 2),
     }
+
+
+def latency_growth(durations: list) -> float | None:
+    """Median of the last 10 batches over the median of batches 2-11 (the first pays for starting up):
+    1.0 when a batch costs the same late in the run as early, above when it grows with the history."""
+    if len(durations) < 12:
+        return None
+    return round(statistics.median(durations[-10:]) / statistics.median(durations[1:11]), 2)
 
 
 def process_tree_cpu_seconds() -> float:
@@ -104,27 +114,23 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
 
 
 def pickled_state_rows(checkpoint: str, batches: int) -> int:
-    """Peak number of rows held in streamjoin operator state (``store`` of every pickled state value)."""
+    """Peak number of rows held in streamjoin operator state (the operators' ``rows`` counters)."""
     import pickle
 
     from pyspark.sql import SparkSession
+
+    from streamjoin.operators.state import META
 
     spark = SparkSession.getActiveSession()
     peak = 0
     for batch_id in range(batches):
         try:
-            rows = (spark.read.format("statestore").option("batchId", batch_id).option("stateVarName", "state")
+            rows = (spark.read.format("statestore").option("batchId", batch_id).option("stateVarName", META)
                     .load(checkpoint).select("value.value").collect())
         except Exception:  # noqa: BLE001 - a batch without state
             continue
-        peak = max(peak, sum(_rows_of(pickle.loads(r[0])) for r in rows if r[0] is not None))
+        peak = max(peak, sum(pickle.loads(r[0]).get("rows", 0) for r in rows if r[0] is not None))
     return peak
-
-
-def _rows_of(state) -> int:
-    if isinstance(state, dict):
-        return state.get("rows", len(state.get("store", ())))
-    return 0
 
 
 def time_streamjoin(spark, variants: dict, root: str, work: str, input_rows: int, only: list[str]) -> dict:

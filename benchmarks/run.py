@@ -19,18 +19,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHMARKS = {"stream-stream": "stream_stream", "stream-table": "stream_table", "table-table": "table_table",
               "interval": "interval", "temporal": "temporal",
-              "sqlstream-range": "sqlstream_range", "kafka-io": "kafka_io"}
+              "sqlstream-range": "sqlstream_range", "kafka-io": "kafka_io", "state-growth": "state_growth"}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("name", choices=sorted(BENCHMARKS))
-    parser.add_argument("--rows", type=int, default=1_000_000, help="records per input side")
-    parser.add_argument("--batches", type=int, default=10, help="micro-batches to cut the input into")
+    parser.add_argument("--rows", type=int, default=None, help="records per input side (default 1M; state-growth: 2M)")
+    parser.add_argument("--batches", type=int, default=None,
+                        help="micro-batches to cut the input into (default 10; state-growth: 40)")
     parser.add_argument("--json", dest="json_file", help="write the results here")
     parser.add_argument("--variants", default="", help="comma-separated subset of variants to run")
     args = parser.parse_args(argv)
     module = importlib.import_module(BENCHMARKS[args.name])
+    args.rows = args.rows or getattr(module, "ROWS", 1_000_000)
+    args.batches = args.batches or getattr(module, "BATCHES", 10)
     results = module.run(rows=args.rows, batches=args.batches, only=[v for v in args.variants.split(",") if v])
     baseline = next((r for r in results.values() if r.get("baseline")), {})
     for r in results.values():
@@ -38,11 +41,11 @@ def main(argv=None) -> int:
         # the baseline's CPU per row over this variant's: above 1 means cheaper than the baseline
         r["cpu_ratio_to_baseline"] = _ratio(baseline.get("cpu_us_per_row"), r.get("cpu_us_per_row"))
     print(f"{'variant':24} {'rows/s':>10} {'batch ms median':>16} {'batch ms max':>13} {'state rows max':>15} {'ratio':>6}"
-          f" {'cpu us/row':>11} {'cpu ratio':>10}")
+          f" {'cpu us/row':>11} {'cpu ratio':>10} {'growth':>7}")
     for name, r in results.items():
         print(f"{name:24} {r['rows_per_s']:>10.0f} {r['batch_ms_median']:>16.0f} {r['batch_ms_max']:>13.0f} "
               f"{r['state_rows_max']:>15} {_shown(r['ratio_to_baseline']):>6} {_shown(r.get('cpu_us_per_row')):>11}"
-              f" {_shown(r['cpu_ratio_to_baseline']):>10}")
+              f" {_shown(r['cpu_ratio_to_baseline']):>10} {_shown(r.get('latency_growth')):>7}")
     if args.json_file:
         Path(args.json_file).write_text(json.dumps({"benchmark": args.name, "rows_per_side": args.rows,
                                                     "batches": args.batches, "variants": results}, indent=1))

@@ -13,6 +13,7 @@ import pytest
 from streamjoin.operators import regular, temporal
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.operators.stream_stream import Window, _bucket_processor
+from tests.operators.segmented import as_step
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
 NO_TIME = -(2 ** 63)
@@ -57,17 +58,23 @@ def run(step, records, clocks, cuts):
     return sorted(rows, key=repr), state
 
 
-def interval_step(join_type):
+def interval_step(join_type, width=None):
+    """The interval join's segmented step as a step over (meta, segments); ``width``: segment width in ms."""
     w = Window(before=3, after=4, grace=0, eager=False, outer_left=join_type in ("LEFT", "FULL"),
                outer_right=join_type in ("RIGHT", "FULL"), watermark=True)
-    return _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], INTERVAL_OUT)
+    return as_step(_bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], INTERVAL_OUT, width))
+
+
+def narrow_interval_step(join_type):
+    return interval_step(join_type, width=2)  # records spread over many segments
 
 
 def temporal_step(join_type):
     return temporal._bucket_step(["__k0"], [], ["lv"], ["rv"], ["jk"], join_type == "LEFT")
 
 
-STEPS = [("interval", interval_step, t) for t in ("INNER", "LEFT", "RIGHT", "FULL")] + [
+STEPS = [(name, make, t) for name, make in (("interval", interval_step), ("interval-narrow", narrow_interval_step))
+         for t in ("INNER", "LEFT", "RIGHT", "FULL")] + [
     ("temporal", temporal_step, t) for t in ("INNER", "LEFT")]
 
 
@@ -83,6 +90,13 @@ def test_output_does_not_depend_on_batch_cuts(name, make, join_type, seed):
     assert whole  # the inputs do produce rows
 
 
+@pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL"])
+def test_interval_output_does_not_depend_on_the_segment_width(join_type):
+    records, clocks = random_inputs(3)
+    cuts = random.Random(3).sample(range(1, len(records)), 15)
+    assert run(interval_step(join_type), records, clocks, cuts)[0] == run(narrow_interval_step(join_type), records, clocks, cuts)[0]
+
+
 @pytest.mark.parametrize("name,make,join_type", STEPS, ids=[f"{s[0]}-{s[2]}" for s in STEPS])
 def test_state_is_purged_by_the_watermark(name, make, join_type):
     records, clocks = random_inputs(7)
@@ -91,10 +105,12 @@ def test_state_is_purged_by_the_watermark(name, make, join_type):
     tail = [(0, "z", "Lend", end, False), (1, "z", "Rend", end, False)]
     records, clocks = records + tail, clocks + [clocks[-1], end - 5]
     _, state = run(make(join_type), records, clocks, [40, 80])
-    stored = state["store"]
-    if name == "interval":
-        assert set(np.asarray(stored["__k0"])) <= {"z"}
-    else:  # per key only the version valid at the watermark is still reachable
+    if name.startswith("interval"):
+        meta, segments = state
+        stored = pd.concat(segments.frames.values())
+        assert set(np.asarray(stored["__k0"])) <= {"z"} and meta["rows"] == len(stored)
+    else:
+        stored = state["store"]  # per key only the version valid at the watermark is still reachable
         assert stored.groupby("__k0").size().max() == 1
         assert len(state["waiting"]) <= 1  # only the last stream record, at the watermark itself
 

@@ -1,19 +1,24 @@
-"""The stream-stream join's per-bucket step, driven directly with pandas frames (no Spark): interleaved
-records and stream-time ticks in, exact rows out, and expired state gone afterwards."""
+"""The stream-stream join's per-bucket step, driven directly with pandas frames and in-memory segments (no
+Spark): interleaved records and stream-time ticks in, exact rows out whatever the segment width, expired
+state gone afterwards, and a batch reads only the segments near its records however long the history."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from streamjoin.operators.state import InMemorySegments
 from streamjoin.operators.stream_stream import BUCKET, NULL_KEY, OK, SIDE, TICK, Window, _bucket_processor
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
 OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
 
 
-def step_fn(**window):
+WIDTHS = [None, 3]  # the default segment width (every case in one segment), and 3 ms (cases span many)
+
+
+def step_fn(width=None, **window):
     w = Window(**{"before": 10, "after": 10, "grace": 0, "eager": False, "outer_left": True, "outer_right": False, **window})
-    return _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], OUT)
+    return _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], OUT, width)
 
 
 def rows(*records, clock=None):
@@ -35,12 +40,22 @@ def emitted(out: pd.DataFrame):
     return [(None if pd.isna(l) else l, None if pd.isna(r) else r, int(t)) for l, r, t in zip(out["lv"], out["rv"], out[ROWTIME])]
 
 
-def run(step, *batches):
-    state, outputs = None, []
+def run(step, *batches, state=None):
+    """Feed ``batches``; returns the rows emitted and the state: (meta, segments)."""
+    meta, segments = state or (None, InMemorySegments())
+    outputs = []
     for batch in batches:
-        out, state = step(state, batch)
+        out, meta = step(meta, batch, segments)
         outputs += emitted(out)
-    return outputs, state
+    return outputs, (meta, segments)
+
+
+def stored(state) -> pd.DataFrame:
+    meta, segments = state
+    frames = list(segments.frames.values())
+    store = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[ROWTIME])
+    assert meta["rows"] == len(store) == sum(entry[0] for entry in meta["segments"].values())
+    return store
 
 
 CASES = [
@@ -62,32 +77,57 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name,window,batches,expected", CASES, ids=[c[0] for c in CASES])
-def test_step(name, window, batches, expected):
-    step = step_fn(**window)
+def test_step(name, window, batches, expected, width):
+    step = step_fn(width, **window)
     got, _ = run(step, *[rows(*b) for b in batches])
     assert got == expected
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name,window,batches,expected", CASES, ids=[c[0] for c in CASES])
-def test_step_is_batch_invariant(name, window, batches, expected):
+def test_step_is_batch_invariant(name, window, batches, expected, width):
     every = [r for b in batches for r in b]
-    one_by_one, _ = run(step_fn(**window), *[rows(r, clock=max((x[3] for x in every[:i]), default=None))
-                                             for i, r in enumerate(every)])
-    all_at_once, _ = run(step_fn(**window), rows(*every))
+    one_by_one, _ = run(step_fn(width, **window), *[rows(r, clock=max((x[3] for x in every[:i]), default=None))
+                                                    for i, r in enumerate(every)])
+    all_at_once, _ = run(step_fn(width, **window), rows(*every))
     assert sorted(one_by_one, key=repr) == sorted(all_at_once, key=repr) == sorted(expected, key=repr)
 
 
-def test_expired_records_are_purged_from_state():
-    step = step_fn(grace=5)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_expired_records_are_purged_from_state(width):
+    step = step_fn(width, grace=5)
     _, state = run(step, rows(*[("L", k, f"v{k}", 100 + k, k) for k in range(1, 6)]))
-    assert len(state["store"]) == 5
-    _, state = run(step, rows(("R", 99, "far", 10_000, 6)))
-    assert state["store"][ROWTIME].tolist() == [10_000]
+    assert len(stored(state)) == 5
+    _, state = run(step, rows(("R", 99, "far", 10_000, 6)), state=state)
+    assert stored(state)[ROWTIME].tolist() == [10_000]
 
 
 def test_null_keys_and_late_records_are_dropped_and_counted():
     step = step_fn(outer_left=False, grace=5)
-    got, state = run(step, rows(("L", None, "n", 1, 1), ("R", 1, "a", 100, 2), ("R", 2, "z", 200, 3), ("L", 1, "late", 100, 4)))
+    got, (meta, _) = run(step, rows(("L", None, "n", 1, 1), ("R", 1, "a", 100, 2), ("R", 2, "z", 200, 3), ("L", 1, "late", 100, 4)))
     assert got == []
-    assert state["dropped"] == {"null_key": 1, "late": 1}
+    assert meta["dropped"] == {"null_key": 1, "late": 1}
+
+
+def test_a_batch_reads_and_writes_the_segments_near_its_records_however_long_the_history():
+    """24 h of retention (no GRACE), one record a side every 10 ms, batches of 1 s of event time: the store
+    grows every batch, the segments a batch reads and writes do not; eager padding still emits every
+    unmatched left record once."""
+    step = step_fn(width=20, before=10, after=10, grace=24 * 3600 * 1000, eager=True)
+    meta, segments = None, InMemorySegments()
+    calls, padded, seq = [], 0, 0
+    for second in range(30):
+        batch = []
+        for t in range(second * 1000, second * 1000 + 1000, 10):
+            batch += [("L", t % 7, f"l{t}", t, seq + 1), ("R", t % 5, f"r{t}", t + 3, seq + 2)]
+            seq += 2
+        before = segments.reads + segments.writes
+        out, meta = step(meta, rows(*batch), segments)
+        calls.append(segments.reads + segments.writes - before)
+        padded += int(out["rv"].isna().sum())
+    assert meta["rows"] == 30 * 200  # nothing expires within 24 h
+    assert max(calls[1:]) <= calls[1] + 2  # ~1 s of segments read and written, not everything retained
+    # a left record at t arrives after the right one at t - 7 (the only earlier one in its window)
+    assert padded == sum(1 for t in range(0, 30_000, 10) if t == 0 or t % 7 != (t - 10) % 5)

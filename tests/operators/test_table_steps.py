@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamjoin.operators import stream_table, table_table
+from streamjoin.operators import state, stream_table, table_table
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
+from tests.operators.segmented import as_step
 
 
 def changelog(seed: int, n: int = 60, keys: int = 4, stream_side=None):
@@ -64,19 +65,27 @@ def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
     assert len(state["store"]) == 0
 
 
+def stream_table_step(stream_cols, table_cols, outer, cold=False):
+    return as_step(stream_table._bucket_step(["__k0"], ["__k0"], stream_cols, table_cols, ["jk"], outer), cold)
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["cached table", "table replayed from its log"])
 @pytest.mark.parametrize("outer", [False, True])
 @pytest.mark.parametrize("seed", range(5))
-def test_stream_table_output_does_not_depend_on_batch_cuts(outer, seed):
-    step = stream_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], outer)
+def test_stream_table_output_does_not_depend_on_batch_cuts(outer, seed, cold):
+    step = stream_table_step(["lv"], ["rv"], outer, cold)
     frame = changelog(seed, stream_side=stream_table.STREAM)
     whole, _ = run(step, frame, [])
     assert whole, "the random changelog produced no output: nothing is being tested"
-    assert run(step, frame, list(range(1, len(frame))))[0] == whole
+    one_by_one, (meta, segments) = run(step, frame, list(range(1, len(frame))))
+    assert one_by_one == whole
     assert run(step, frame, [len(frame) // 2])[0] == whole
+    assert len(meta["table"]["chunks"]) <= state.MAX_CHUNKS  # one chunk a batch, compacted past the limit
+    assert set(segments.frames) == set(meta["table"]["chunks"])
 
 
 def test_stream_table_lookup_is_as_of_ingestion_order_not_time():
-    step = stream_table._bucket_step(["__k0"], ["__k0"], ["sv"], ["tv"], ["jk"], True)
+    step = stream_table_step(["sv"], ["tv"], True)
     frame = pd.DataFrame([
         {SIDE: stream_table.TABLE, "__k0": 1, "tv": "old", ROWTIME: 50, SEQ: 1, DELETE: False},
         {SIDE: stream_table.STREAM, "__k0": 1, "sv": "s1", ROWTIME: 10, SEQ: 2, DELETE: False},
@@ -85,7 +94,7 @@ def test_stream_table_lookup_is_as_of_ingestion_order_not_time():
         {SIDE: stream_table.TABLE, "__k0": 1, "tv": None, ROWTIME: 70, SEQ: 5, DELETE: True},
         {SIDE: stream_table.STREAM, "__k0": 1, "sv": "s3", ROWTIME: 80, SEQ: 6, DELETE: False},
     ]).assign(**{OK: True, NULL_KEY: False, SUB: 0, STREAM_TIME: 80, BUCKET: 0})
-    out, state = run(step, frame, [])
+    out, (meta, _) = run(step, frame, [])
     assert [(r[0], r[1], r[3]) for r in out] == [("s1", "old", 10), ("s2", "new", 60), ("s3", None, 80)]
-    assert len(state["store"]) == 0
+    assert meta["rows"] == 0
     assert np.array_equal(run(step, frame, [1, 2, 3, 4, 5])[0], out)

@@ -109,3 +109,29 @@ def test_progress_lines_show_the_clock_outputs_and_dead_letters(spark, tmp_path)
     [line] = progress_lines(engine)
     engine.stop()
     assert "out 1 rows to LABELLED" in line and "stream time 1970-01-01 00:01:01.000" in line and "1 dead letters" in line
+
+
+def test_a_restart_keeps_the_checkpoints_bucket_count_and_refuses_another(spark, tmp_path):
+    """State is kept per hash bucket of the join key: a restart must hash into as many buckets as before."""
+    from streamjoin.runtime.checkpoint_layout import LayoutMismatch
+
+    script = ("CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='JSON');"
+              "CREATE STREAM R (ID INT KEY, W STRING) WITH (kafka_topic='right', value_format='JSON');"
+              "CREATE STREAM J AS SELECT L.ID AS ID, V, W FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;")
+    engine = Engine(spark, home=str(tmp_path))
+    engine.execute("SET 'streamjoin.buckets' = '3';" + script)
+    produce_inputs(engine.store, [{"topic": "left", "key": k, "value": {"V": f"l{k}"}, "timestamp": k} for k in range(12)])
+    engine.process_all_available()
+    engine.stop()
+
+    with pytest.raises(LayoutMismatch, match="3 buckets"):
+        Engine(spark, home=str(tmp_path)).execute("SET 'streamjoin.buckets' = '5';" + script)
+    assert not spark.streams.active
+
+    engine = Engine(spark, home=str(tmp_path))
+    (query,) = engine.execute(script)  # no SET: the checkpoint's 3 buckets, where the left records wait
+    produce_inputs(engine.store, [{"topic": "right", "key": k, "value": {"W": f"r{k}"}, "timestamp": 100 + k} for k in range(12)])
+    engine.process_all_available()
+    rows = sorted((r["ID"], r["V"], r["W"]) for r in engine.dataframe(query).collect())
+    engine.stop()
+    assert rows == [(k, f"l{k}", f"r{k}") for k in range(12)]

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from ..plan.nodes import Join
 
 
-DEFAULT_TIME_BUCKETS = 8  # state buckets of time-driven operators; more for a bigger cluster (SET 'streamjoin.buckets')
+DEFAULT_TIME_BUCKETS = 8  # state buckets when lowering outside the engine (benchmarks); the engine's: runtime.checkpoint_layout
 
 
 @dataclass(frozen=True)

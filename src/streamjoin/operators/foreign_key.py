@@ -42,7 +42,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_names, payload, restore_integers,
     tag_side,
 )
-from .state import run_keyed
+from .state import run_bucketed
 
 EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
@@ -69,7 +69,7 @@ class ForeignKeyJoin:
             [StructField(c, types[c]) for c in child_cols + keys] + [StructField(EVENT, IntegerType()), StructField(OK, BooleanType())]
             + [StructField(c, LongType()) for c in META])
         integral = integral_columns(children, child_key + keys)
-        events = run_keyed(children, [BUCKET], _subscribe_step(child_key, keys, child_cols, integral), event_schema)
+        events = run_bucketed(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema)
 
         parents = tag_side(parent, 1, parent_side.keys, parent_side.filter, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
         both = bucketed(events.unionByName(parents, allowMissingColumns=True), keys, buckets)
@@ -80,10 +80,10 @@ class ForeignKeyJoin:
             + [StructField(c, LongType()) for c in META] + [StructField(TOMBSTONE, BooleanType())])
         step = _parent_step(child_key, keys, child_cols, parent_cols, list(join.join_key), child_outer, parent_outer,
                             integral_columns(both, child_key + keys))
-        results = run_keyed(both, [BUCKET], step, result_schema)
+        results = run_bucketed(both, BUCKET, step, result_schema)
 
         out_key = list(join.key)
-        return run_keyed(bucketed(results, out_key, buckets), [BUCKET], _resolve_step(out_key), result_schema)
+        return run_bucketed(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema)
 
 
 def _subscribe_step(child_key, keys, child_cols, integral):

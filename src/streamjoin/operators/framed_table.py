@@ -34,7 +34,7 @@ from ..plan.frames import frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, DELETE, NO_TIME, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
-from .state import run_keyed
+from .state import run_bucketed
 from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, TABLE = 0, 1
@@ -68,7 +68,7 @@ class FramedTableJoin:
         unit = frame_of(stream_side.window).unit
         step = framed_step(unit, keys, payload(stream), payload(table), list(join.key), schema.fieldNames(),
                            stream_padded=len(preserved) == 2, static=static)
-        return run_keyed(both, [BUCKET], step, schema)
+        return run_bucketed(both, BUCKET, step, schema)
 
 
 def _load_static(table: DataFrame, keys, table_cols, buckets: int) -> dict:

@@ -44,7 +44,7 @@ from ..plan.frames import Frame, frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, count_dropped, key_names, payload, tag_side, tick_rows
-from .state import run_keyed
+from .state import run_bucketed
 from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
 
 SORD, OCOUNT, PENDING, CLOSE = "__sord", "__ocount", "__pending", "__close"
@@ -75,7 +75,7 @@ class InstantWindowJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = instant_step(frames, outer, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-        return run_keyed(both, [BUCKET], step, schema)
+        return run_bucketed(both, BUCKET, step, schema)
 
 
 def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, left_payload, right_payload, key_ids,

@@ -21,6 +21,7 @@ from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, PlanNode, Ref
 from ..sql import ast
 from .base import LoweringContext
+from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
 
 SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
 NO_TIME = np.iinfo(np.int64).min  # a null clock (no time read yet), as an int64 that sorts first
@@ -94,13 +95,6 @@ def restore_integers(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFram
         if c in frame.columns and frame[c].dtype.kind == "f" and not frame[c].isna().any():
             frame[c] = frame[c].astype(np.int64)
     return frame
-
-
-def key_index(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Index:
-    """The join key of every row as one index (a MultiIndex for composite keys), for lookups."""
-    if len(keys) == 1:
-        return pd.Index(frame[keys[0]].to_numpy())
-    return pd.MultiIndex.from_arrays([frame[k].to_numpy() for k in keys])
 
 
 def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.ndarray:

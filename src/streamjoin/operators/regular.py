@@ -39,7 +39,7 @@ from .base import LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side,
 )
-from .state import run_keyed
+from .state import run_bucketed
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID = "__retract", "__row_id"
@@ -71,7 +71,7 @@ class RegularJoin:
         identities = _identities(join, row_ids)
         step = _join_step(keys, left_cols, right_cols, list(join.join_key), identities, join.join_type, ttl,
                           schema.fieldNames())
-        return run_keyed(data, [BUCKET], step, schema)
+        return run_bucketed(data, BUCKET, step, schema)
 
 
 def parse_duration(text) -> int | None:
@@ -112,7 +112,7 @@ def _changes(tagged: DataFrame, node: PlanNode, keys, ctx: LoweringContext, ttl)
            StructField(ROW_ID, StringType())]
         + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     )
-    return run_keyed(by_pk, [BUCKET], _versions_step(cols, keys, ttl, schema.fieldNames()), schema)
+    return run_bucketed(by_pk, BUCKET, _versions_step(cols, keys, ttl, schema.fieldNames()), schema)
 
 
 def _versions_step(cols, keys, ttl, out_names):

@@ -12,19 +12,23 @@ after that record's earlier matches ordered by their time. A record with a null 
   emitted null-padded at once on a preserved side, otherwise dropped.
 
 Algorithm: rows are grouped by a hash bucket of the join key (``operators.state``); in each
-bucket a micro-batch is joined vectorised with pandas: new left rows against every stored and new
-right row, new right rows against stored left rows, then windows, arrival order, padding and close
+bucket a micro-batch is joined vectorised with pandas: new left rows against the stored and new right
+rows of the segments it reads, new right rows against stored left rows, then windows, arrival order, padding and close
 times are evaluated on the whole batch at once. Stream time comes from the source on every record, so
 results do not depend on batch cuts.
 
-State (per bucket, one pickled value in Spark's state store): every stored record of both sides with its key, time,
-ingestion order, payload and, with a grace period, whether it still awaits its close; and the counts of
-records dropped for a null key or for arriving after their window closed (``runtime.metrics``). Purge: a record
-older than ``stream time - (before + after + grace)`` can no longer match a record that is not late,
-and is dropped. Every micro-batch also brings one tick row per bucket with the batch-end stream time
-(``connectors.embedded_source``), so a bucket that receives no record still emits the null-padded rows
-whose window closed, and purges. (Spark's event-time timeouts are not used: they drop input rows at or
-below the watermark, which would lose records that do not advance stream time.)
+State (per bucket, segmented: ``operators.state.run_segmented``): every stored record of both sides with
+its key, time, ingestion order, payload and, with a grace period, whether it still awaits its close, in
+segments of its time (``segment_width``: a quarter of the window, at least a minute); and, in the bucket's
+small meta value, the counts of records dropped for a null key or for arriving after their window closed,
+the number of stored rows (``runtime.metrics``) and a summary of each segment. A batch reads only the
+segments its records can match or be stored in and those with a pending record now due; so its cost follows
+the batch and the window, not the retention. Purge: a record older than ``stream time - (before + after +
+grace)`` can no longer match a record that is not late; it is dropped from the segments a batch reads, and a
+segment all of whose records are that old is removed unread. Every micro-batch also brings one tick row per
+bucket with the batch-end stream time (``connectors.embedded_source``), so a bucket that receives no record
+still emits the null-padded rows whose window closed, and purges. (Spark's event-time timeouts are not used:
+they drop input rows at or below the watermark, which would lose records that do not advance stream time.)
 """
 from __future__ import annotations
 
@@ -37,8 +41,8 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
-from .keyed_inputs import BUCKET, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
-from .state import run_keyed
+from .keyed_inputs import BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
+from .state import run_segmented
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
@@ -93,27 +97,109 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     schema = StructType(out_fields)
     process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-    return run_keyed(both, [BUCKET], process, schema)
+    return run_segmented(both, BUCKET, process, schema)
 
 
-def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out_names):
+def segment_width(w: Window) -> int:
+    """Event-time width of a state segment: a quarter of the window's span, at least a minute. A record's
+    matches then lie in at most six segments, and a batch rewrites at most two segments' worth of older rows."""
+    return max(MIN_SEGMENT_MS, (max(w.before, 0) + max(w.after, 0)) // 4)
+
+
+def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out_names, width: int | None = None):
+    """The per-bucket step over segmented state (``operators.state.run_segmented``).
+
+    Stored records are kept in segments of ``width`` ms of their own time; ``meta`` holds the arrival
+    counter, the drop counts, the number of stored rows and a summary of each segment (``_summary``). A batch
+    reads the segments its records' windows overlap, those its records are stored in, and those holding a
+    pending record whose close the batch's clock passes; it joins and emits over them
+    exactly as over the whole store (no other stored record can match or be due), writes back the segments
+    that changed, and removes every segment whose records have all expired, unread."""
+    width = width or segment_width(w)
     stored_cols = [SIDE, OK, ORD, SEQ, ROWTIME, STREAM_TIME, "__pending", "__close"] + keys + left_payload + right_payload
 
-    def process(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=stored_cols), "ord": 0, "dropped": {}}
+    def process(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"ord": 0, "dropped": {}, "rows": 0, "segments": {}}
+        index = meta["segments"]
         null_key = rows[NULL_KEY].to_numpy(dtype=object) == True  # noqa: E712 - ticks carry None
-        dropped = saved.setdefault("dropped", {})
+        dropped = meta["dropped"]
         dropped["null_key"] = dropped.get("null_key", 0) + int(null_key.sum())
         rows = rows[~null_key]
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable", na_position="last").reset_index(drop=True)
-        rows[ORD] = saved["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
-        out, saved["store"], late_dropped = _process_batch(w, saved["store"], rows, keys, left_payload, right_payload,
-                                                          key_ids, out_names)
+        rows[ORD] = meta["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
+        clock = clock_values(rows[STREAM_TIME])
+        now = int(clock.max()) if len(clock) else NO_TIME
+
+        loaded = sorted((_probed(w, width, rows) | _due(index, now)) & index.keys())
+        frames = [segments.get(i) for i in loaded]
+        store = (pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
+                 if frames else pd.DataFrame(columns=stored_cols))
+        out, store, late_dropped = _process_batch(w, store, rows, keys, left_payload, right_payload, key_ids, out_names)
         dropped["late"] = dropped.get("late", 0) + late_dropped
-        saved["ord"] += len(rows)
-        return out, saved
+        meta["ord"] += len(rows)
+
+        written = {}
+        if len(store):
+            for i, frame in store.groupby(store[ROWTIME].to_numpy(np.int64) // width, sort=False):
+                written[int(i)] = frame.reset_index(drop=True)
+        for i in set(loaded) | written.keys():
+            frame = written.get(i)
+            if frame is None:
+                segments.remove(i)
+                del index[i]
+                continue
+            summary = _summary(frame)
+            if index.get(i) != summary:
+                segments.put(i, frame)
+                index[i] = summary
+        for i in [i for i in index.keys() - set(loaded) - written.keys() if _expired(w, index[i], now)]:
+            segments.remove(i)
+            del index[i]
+        meta["rows"] = sum(entry[0] for entry in index.values())
+        return out, meta
 
     return process
+
+
+MIN_SEGMENT_MS = 60_000
+
+
+def _probed(w: Window, width: int, rows: pd.DataFrame) -> set:
+    """Segments holding every stored record that a record of the batch can match (a left record at t matches
+    right times in [t - before, t + after], a right one left times in [t - after, t + before]), and the
+    segment it is stored in itself (the bounds of a Flink interval join need not hold t)."""
+    data = rows[rows[SIDE] != TICK]
+    if not len(data):
+        return set()
+    t = data[ROWTIME].to_numpy(np.int64)
+    is_left = data[SIDE].to_numpy() == LEFT
+    lo = np.minimum(t - np.where(is_left, w.before, w.after), t) // width
+    hi = np.maximum(t + np.where(is_left, w.after, w.before), t) // width
+    spans = np.unique(np.stack([lo, hi], axis=1), axis=0)
+    return {int(i) for a, b in spans for i in range(a, b + 1)}
+
+
+def _due(index: dict, now: int) -> set:
+    """Segments with a pending record whose close the clock has passed: it may be emitted in this batch."""
+    return {i for i, (_, pending, first_close, *_) in index.items() if pending and first_close < now}
+
+
+def _summary(frame: pd.DataFrame) -> tuple:
+    """(rows, pending rows, earliest pending close, latest time, latest close, last arrival) of one segment:
+    any change to a segment (rows added, purged, or no longer pending) changes its summary."""
+    pending = frame["__pending"].to_numpy(dtype=bool)
+    close = frame["__close"].to_numpy(np.int64)
+    return (len(frame), int(pending.sum()), int(close[pending].min()) if pending.any() else NEVER,
+            int(frame[ROWTIME].to_numpy(np.int64).max()), int(close.max()), int(frame[ORD].to_numpy(np.int64).max()))
+
+
+def _expired(w: Window, summary: tuple, now: int) -> bool:
+    """Whether no record of a segment can match or be emitted any more (the rule ``_process_batch`` applies to
+    each record it reads)."""
+    _, pending, _, latest_time, latest_close, _ = summary
+    if pending or now == NO_TIME:
+        return False
+    return latest_close < now if w.watermark else latest_time < now - w.retention
 
 
 def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, key_ids, out_names):

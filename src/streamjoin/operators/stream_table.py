@@ -16,10 +16,13 @@ Two lowerings:
   Spark's native stream-static hash join; nothing is kept in streaming state. Its null-key drops are
   counted per batch in the checkpoint (``runtime.observed_drops``).
 
-State (changelog table only; per bucket, one pickled value in Spark's state store): the live table rows —
-join key and the table's columns — and the count of stream records dropped for a null key. A tombstone,
-or a change that fails the table's ON predicates, removes its key at once; nothing else is purged (a table
-holds every live key, as in ksqlDB).
+State (changelog table only; per bucket, segmented: ``operators.state``): the live table rows — join key and
+the table's columns — as a log of change chunks, one per micro-batch that changed the table, replaced by
+one chunk of the whole table every 16 chunks (``state.log_changes``); and, in the bucket's meta value, the
+count of stream records dropped for a null key and the number of live rows. A batch writes only its own
+changes; the table it looks up is the worker's cached copy while that still matches the store, else the
+chunks replayed. A tombstone, or a change that fails the table's ON predicates, removes its key at once;
+nothing else is purged (a table holds every live key, as in ksqlDB).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import run_keyed
+from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 
 STREAM, TABLE = 0, 1  # sort order within one record: a stream record looks up before its own table copy
 
@@ -63,20 +66,24 @@ class StreamTableJoin:
             + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key), outer)
-        return run_keyed(data, [BUCKET], step, schema)
+        return run_segmented(data, BUCKET, step, schema)
 
 
 def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool):
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=keys + table_cols), "dropped": {}}
+    """The per-bucket step over segmented state: the table is a log of change chunks (``state.read_table``)."""
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         null_key = rows[NULL_KEY].to_numpy(dtype=bool)
-        count_dropped(saved, "null_key", (null_key & (rows[SIDE].to_numpy() == STREAM)).sum())
+        count_dropped(meta, "null_key", (null_key & (rows[SIDE].to_numpy() == STREAM)).sum())
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
-        store = saved["store"]
+        store = read_table(meta["table"], segments, keys, table_cols)
         out = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
-        saved["store"] = _apply_changes(store, rows[rows[SIDE] == TABLE], keys, table_cols)
-        return out, saved
+        changes = _last_changes(rows[rows[SIDE] == TABLE], keys, table_cols)
+        table = merge_changes(store, changes, keys)
+        log_changes(meta["table"], segments, changes, table)
+        meta["rows"] = len(table)
+        return out, meta
 
     return step
 
@@ -104,14 +111,12 @@ def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> pd.Da
     return out if outer else out[matched].reset_index(drop=True)
 
 
-def _apply_changes(store: pd.DataFrame, changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
-    """The table after this batch's changes: the last change per key wins; a deletion removes the key."""
-    if not len(changes):
-        return store
+def _last_changes(changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
+    """This batch's table changes as a log chunk: the last change per key wins; a deletion (or a row failing
+    the table's ON predicates) removes the key."""
     last = changes.drop_duplicates(keys, keep="last")
-    alive = last[last[OK].to_numpy(dtype=bool) & ~last[DELETE].to_numpy(dtype=bool)][keys + table_cols]
-    kept = store[~key_index(store, keys).isin(key_index(last, keys))] if len(store) else store
-    return pd.concat([kept, alive], ignore_index=True) if len(kept) else alive.reset_index(drop=True)
+    gone = ~last[OK].to_numpy(dtype=bool) | last[DELETE].to_numpy(dtype=bool)
+    return last[keys + table_cols].assign(**{GONE: gone}).reset_index(drop=True)
 
 
 def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: bool, ctx: LoweringContext) -> DataFrame:

@@ -32,7 +32,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import run_keyed
+from .state import run_bucketed
 
 LEFT, RIGHT = 0, 1
 
@@ -53,7 +53,7 @@ class TableTableJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = _bucket_step(keys, integral_columns(data, keys), left_cols, right_cols, list(join.key), outer)
-        return run_keyed(data, [BUCKET], step, schema)
+        return run_bucketed(data, BUCKET, step, schema)
 
 
 def _bucket_step(keys, integral_keys, left_cols, right_cols, key_ids, outer):

@@ -37,7 +37,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_names, payload,
     restore_integers, tag_side, take, tick_rows,
 )
-from .state import run_keyed
+from .state import run_bucketed
 from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, VERSION = 0, 1
@@ -63,7 +63,7 @@ class TemporalJoin:
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key),
                             join.join_type == "LEFT")
-        return run_keyed(data, [BUCKET], step, schema)
+        return run_bucketed(data, BUCKET, step, schema)
 
 
 def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool):

@@ -25,11 +25,12 @@ from ..connectors.topic_store import TopicStore
 from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
 from ..lower.sink import encode
-from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
+from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import parse_script
 from .batch_sink import sink_function
+from .checkpoint_layout import save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
 
@@ -113,7 +114,7 @@ class Engine:
 
         With ``start=False`` the queries wait in ``pending`` until ``start_pending()`` (the conformance
         runner produces a case's inputs in between)."""
-        self.plan(sql)  # refuse before any side effect
+        self._check(sql)  # refuse before any side effect
         planner = StatementPlanner(self.catalog, check_operators=check_supported)
         started = []
         for item in parse_script(sql):
@@ -131,6 +132,18 @@ class Engine:
                 self.pending.append(planned.query)
         self.queries.extend(started)
         return started
+
+    def _check(self, sql: str) -> None:
+        """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint layout."""
+        catalog = _copy(self.catalog)
+        planner = StatementPlanner(catalog, check_operators=check_supported)
+        for item in parse_script(sql):
+            planned = planner.plan(item)
+            if planned.query:
+                state_buckets(self.spark, planned.query.query_id, self._checkpoint(planned.query), catalog.properties)
+
+    def _checkpoint(self, planned: PlannedQuery) -> str:
+        return os.path.join(self.checkpoint_root, planned.query_id)
 
     def start_pending(self) -> list[RunningQuery]:
         started = [self._start(planned) for planned in self.pending]
@@ -184,8 +197,9 @@ class Engine:
 
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
-        checkpoint = os.path.join(self.checkpoint_root, planned.query_id)
-        buckets = int(self.catalog.properties.get("streamjoin.buckets", DEFAULT_TIME_BUCKETS))
+        checkpoint = self._checkpoint(planned)
+        buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
+        save_layout(self.spark, checkpoint, buckets)
         bootstrap = getattr(self.store, "bootstrap", None)
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
                                 ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"),

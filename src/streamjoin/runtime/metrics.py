@@ -15,6 +15,7 @@ import pickle
 
 from pyspark.sql import SparkSession
 
+from ..operators.state import META
 from .observed_drops import saved_drops
 
 
@@ -28,16 +29,15 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         metrics[name] = metrics.get(name, 0) + count
     for operator_id in _stateful_operators(spark, checkpoint):
         try:
-            values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", "state")
+            values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", META)
                       .load(checkpoint).select("value.value").collect())
         except Exception:  # noqa: BLE001 - an operator without state yet
             continue
         for (blob,) in values:
-            state = pickle.loads(blob) if blob is not None else None
-            if isinstance(state, dict) and ("store" in state or "rows" in state):
-                metrics["state_rows"] += state.get("rows", len(state.get("store", ())))
-                for name, count in state.get("dropped", {}).items():
-                    metrics[name] = metrics.get(name, 0) + count
+            counted = pickle.loads(blob) if blob is not None else {}
+            metrics["state_rows"] += counted.get("rows", 0)
+            for name, count in counted.get("dropped", {}).items():
+                metrics[name] = metrics.get(name, 0) + count
     return metrics
 
 
