@@ -37,11 +37,16 @@ def run(step, frame: pd.DataFrame, cuts: list[int]):
     return [tuple(None if pd.isna(v) else v for v in row) for row in out.itertuples(index=False, name=None)], state
 
 
+def table_table_step(outer, cold=False):
+    return as_step(table_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], outer), cold)
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["cached table", "table replayed from its log"])
 @pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL"])
 @pytest.mark.parametrize("seed", range(5))
-def test_table_table_output_does_not_depend_on_batch_cuts(join_type, seed):
+def test_table_table_output_does_not_depend_on_batch_cuts(join_type, seed, cold):
     outer = (join_type in ("LEFT", "FULL"), join_type in ("RIGHT", "FULL"))
-    step = table_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], outer)
+    step = table_table_step(outer, cold)
     frame = changelog(seed)
     whole, state = run(step, frame, [])
     rng = random.Random(seed)
@@ -52,7 +57,7 @@ def test_table_table_output_does_not_depend_on_batch_cuts(join_type, seed):
 
 
 def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
-    step = table_table._bucket_step(["__k0"], ["__k0"], ["lv"], ["rv"], ["jk"], (False, False))
+    step = table_table_step((False, False))
     frame = pd.DataFrame([
         {SIDE: 0, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 1, SEQ: 1},  # a key never seen
         {SIDE: 0, "__k0": 1, "lv": "a", "rv": None, DELETE: False, ROWTIME: 2, SEQ: 2},
@@ -60,9 +65,9 @@ def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
         {SIDE: 1, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 4, SEQ: 4},
         {SIDE: 0, "__k0": 1, "lv": None, "rv": None, DELETE: True, ROWTIME: 5, SEQ: 5},
     ]).assign(**{OK: True, NULL_KEY: False, SUB: 0, STREAM_TIME: 5, BUCKET: 0})
-    out, state = run(step, frame, [2])
+    out, (meta, _) = run(step, frame, [2])
     assert [(r[0], r[1], r[-1]) for r in out] == [("a", "b", False), (None, None, True)]
-    assert len(state["store"]) == 0
+    assert meta["rows"] == 0
 
 
 def stream_table_step(stream_cols, table_cols, outer, cold=False):

@@ -132,6 +132,6 @@ def test_a_restart_keeps_the_checkpoints_bucket_count_and_refuses_another(spark,
     (query,) = engine.execute(script)  # no SET: the checkpoint's 3 buckets, where the left records wait
     produce_inputs(engine.store, [{"topic": "right", "key": k, "value": {"W": f"r{k}"}, "timestamp": 100 + k} for k in range(12)])
     engine.process_all_available()
-    rows = sorted((r["ID"], r["V"], r["W"]) for r in engine.dataframe(query).collect())
+    rows = sorted((int(r["ROWKEY"]), r["V"], r["W"]) for r in engine.dataframe(query).collect())
     engine.stop()
     assert rows == [(k, f"l{k}", f"r{k}") for k in range(12)]

@@ -131,7 +131,9 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         now = int(clock.max()) if len(clock) else NO_TIME
 
         loaded = sorted((_probed(w, width, rows) | _due(index, now)) & index.keys())
-        frames = [segments.get(i) for i in loaded]
+        # by position: column ids come from a counter shared by everything the process planned (issue #29),
+        # so the same query planned again in one process names its columns otherwise
+        frames = [segments.get(i).set_axis(stored_cols, axis=1) for i in loaded]
         store = (pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
                  if frames else pd.DataFrame(columns=stored_cols))
         out, store, late_dropped = _process_batch(w, store, rows, keys, left_payload, right_payload, key_ids, out_names)

@@ -15,9 +15,11 @@ a forward fill per key then gives, after every change, the position of each side
 which presence, the result and the previous result (the same, one change earlier) follow for the whole
 batch at once. Results do not depend on batch cuts.
 
-State (per bucket, one pickled value in Spark's state store): the current row of each side per key — its
-columns, time and whether it matches. A tombstone removes its side's row at once; a key whose two sides
-are both deleted holds nothing.
+State (per bucket, segmented: ``operators.state``): the current row of each side per key — its columns,
+time and whether it matches — as one table keyed by (side, key), kept as a log of change chunks like the
+stream-table join's (a batch writes its own changes; the worker's cached table is used while it matches
+the store). A tombstone removes its side's row at once; a key whose two sides are both deleted holds
+nothing.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import run_bucketed
+from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 
 LEFT, RIGHT = 0, 1
 
@@ -53,27 +55,31 @@ class TableTableJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = _bucket_step(keys, integral_columns(data, keys), left_cols, right_cols, list(join.key), outer)
-        return run_bucketed(data, BUCKET, step, schema)
+        return run_segmented(data, BUCKET, step, schema)
 
 
 def _bucket_step(keys, integral_keys, left_cols, right_cols, key_ids, outer):
-    stored_cols = [SIDE, OK, ROWTIME] + keys + left_cols + right_cols
+    """The per-bucket step over segmented state: both sides' rows in one table keyed by (side, key), kept
+    as a log of change chunks (``state.read_table``)."""
+    row_key, columns = [SIDE] + keys, [OK, ROWTIME] + left_cols + right_cols
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=stored_cols), "dropped": {}}
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         null_key = rows[NULL_KEY].to_numpy(dtype=bool)
-        count_dropped(saved, "null_key", null_key.sum())
+        count_dropped(meta, "null_key", null_key.sum())
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
-        store = saved["store"]
+        store = read_table(meta["table"], segments, row_key, columns)
         touched = key_index(store, keys).isin(key_index(rows, keys)) if len(store) else np.zeros(0, bool)
         prior = store[touched].assign(**{DELETE: False, "__new": False})
         frame = pd.concat([prior, rows.assign(__new=True)], ignore_index=True) if len(prior) else rows.assign(__new=True)
         out = _changes(frame, keys, left_cols, right_cols, key_ids, outer)
-        last = frame.drop_duplicates([SIDE] + keys, keep="last")
-        alive = last[~last[DELETE].to_numpy(dtype=bool)][stored_cols]
-        saved["store"] = pd.concat([store[~touched], alive], ignore_index=True) if len(store) else alive.reset_index(drop=True)
-        return out, saved
+        last = rows.drop_duplicates(row_key, keep="last")
+        changes = last[row_key + columns].assign(**{GONE: last[DELETE].to_numpy(dtype=bool)}).reset_index(drop=True)
+        table = merge_changes(store, changes, row_key)
+        log_changes(meta["table"], segments, changes, table)
+        meta["rows"] = len(table)
+        return out, meta
 
     return step
 
