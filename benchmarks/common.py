@@ -86,6 +86,22 @@ def raw_topics(spark, root: str, topics: str, per_batch: int) -> DataFrame:
             .option("maxRecordsPerBatch", str(per_batch)).load())
 
 
+def native_window_join(raw: DataFrame) -> DataFrame:
+    """Spark's native inner stream-stream join of the ``left`` (K, V) and ``right`` (K, W) JSON topics in
+    ``raw``: equal keys, times within 5 minutes of each other, 10 s watermarks on both sides."""
+    from pyspark.sql import functions as F
+
+    def side(topic, field, prefix):
+        return (raw.where(F.col("topic") == topic)
+                .select(F.col("key").cast("string").cast("int").alias(f"{prefix}k"),
+                        F.get_json_object(F.col("value").cast("string"), f"$.{field}").cast("bigint").alias(field),
+                        F.timestamp_millis("timestamp").alias(f"{prefix}ts"))
+                .withWatermark(f"{prefix}ts", "10 seconds"))
+
+    left, right = side("left", "V", "l"), side("right", "W", "r")
+    return left.join(right, F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 5 MINUTES AND lts + INTERVAL 5 MINUTES"))
+
+
 def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None) -> DataFrame:
     """The streaming DataFrame streamjoin runs for the last query of ``sql`` (sink encoding included),
     reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records

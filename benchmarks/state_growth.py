@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from common import raw_topics, time_query, time_streamjoin, topics_workspace, warmed_up
+from common import native_window_join, raw_topics, time_query, time_streamjoin, topics_workspace, warmed_up
 
 ROWS, BATCHES = 2_000_000, 40  # the defaults of ``run.py state-growth``
 KEYS = 1_000_000
@@ -55,21 +55,11 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
-    from pyspark.sql import functions as F
 
     with topics_workspace(generate, rows) as (spark, work, root):
         results = {}
         if not only or "spark-native-inner" in only:
-            raw = raw_topics(spark, root, "left,right", max(1, 2 * rows // batches))
-
-            def side(topic, field, prefix):
-                return (raw.where(F.col("topic") == topic)
-                        .select(F.col("key").cast("string").cast("int").alias(f"{prefix}k"),
-                                F.get_json_object(F.col("value").cast("string"), f"$.{field}").cast("bigint").alias(field),
-                                F.timestamp_millis("timestamp").alias(f"{prefix}ts"))
-                        .withWatermark(f"{prefix}ts", "10 seconds"))
-            left, right = side("left", "V", "l"), side("right", "W", "r")
-            joined = left.join(right, F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 5 MINUTES AND lts + INTERVAL 5 MINUTES"))
+            joined = native_window_join(raw_topics(spark, root, "left,right", max(1, 2 * rows // batches)))
             results["spark-native-inner"] = dict(time_query(joined, os.path.join(work, "ck-native"), 2 * rows), baseline=True)
 
         variants = {f"streamjoin-{kind.lower()}": (DDL + WINDOWED.format(kind=kind), max(1, 2 * rows // batches))
