@@ -55,7 +55,6 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
-
     with topics_workspace(generate, rows) as (spark, work, root):
         results = {}
         if not only or "spark-native-inner" in only:
