@@ -83,12 +83,8 @@ class _PickledStateProcessor(StatefulProcessor):
         return batch
 
     def _output(self, out: "pd.DataFrame") -> Iterator["pd.DataFrame"]:
-        import pandas as pd
-
-        if not len(out):  # an empty frame's columns may have no usable type
-            return
-        out = out.reindex(columns=self.columns)
-        yield pd.DataFrame({PACKED: [pack_frame(out, self.output_schema)]}) if self.packed else out
+        if len(out):  # an empty frame's columns may have no usable type
+            yield out.reindex(columns=self.columns)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState(WHOLE, _STATE_SCHEMA)
@@ -96,7 +92,8 @@ class _PickledStateProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
         batch = self._input(rows)
-        previous = pickle.loads(self.state.get()[0]) if self.state.exists() else None
+        stored = self.state.get()
+        previous = pickle.loads(stored[0]) if stored is not None else None
         out, new_state = self.step(previous, batch)
         self.state.update((pickle.dumps(new_state, protocol=5),))
         self.meta.update((pickle.dumps(counters(new_state), protocol=5),))
@@ -107,16 +104,16 @@ class _PickledStateProcessor(StatefulProcessor):
 
 
 def run_keyed(df: "DataFrame", group_columns: list[str], step: Step, output_schema: StructType) -> "DataFrame":
-    """Apply ``step`` per group of ``group_columns`` with state kept across micro-batches."""
+    """Apply ``step`` per group of ``group_columns`` with state kept across micro-batches (rows arrive one by
+    one: for groups of a few rows each; ``run_bucketed`` for many rows per group)."""
     processor = _PickledStateProcessor(step, df.columns, output_schema)
     return df.groupBy(*group_columns).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
 def run_bucketed(df: "DataFrame", bucket: str, step: Step, output_schema: StructType) -> "DataFrame":
-    """``run_keyed`` per state bucket (the column ``bucket``), its rows travelling packed (``packed_by``)."""
+    """``run_keyed`` per state bucket (the column ``bucket``), its rows arriving packed (``packed_by``)."""
     processor = _PickledStateProcessor(step, df.columns, output_schema, packed=True)
-    packed = packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, _PACKED_SCHEMA, "append", "None")
-    return unpacked(packed, output_schema)
+    return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
 class Segments:
@@ -188,8 +185,9 @@ class _StoredSegments(Segments):
 
 TOKEN = "__token"  # in a segmented group's meta: which state of its segments the worker cache may hold
 CACHE_BYTES = int(os.environ.get("STREAMJOIN_STATE_CACHE_MB", "1024")) * 2 ** 20  # per Python worker
-# (processor, group) -> (token, segment -> frame, memo)
-_CACHE: "OrderedDict[tuple, tuple[str, dict, dict]]" = OrderedDict()
+# (processor, group) -> (token, segment -> frame, memo, bytes)
+_CACHE: "OrderedDict[tuple, tuple[str, dict, dict, int]]" = OrderedDict()
+_CACHED_BYTES = [0]
 
 
 def _cached(entry: tuple, token) -> tuple[dict, dict]:
@@ -204,18 +202,22 @@ def _cached(entry: tuple, token) -> tuple[dict, dict]:
 def _keep(entry: tuple, token: str, frames: dict, memo: dict) -> None:
     """Cache a group's frames and memo under ``token``, evicting the least recently used groups past
     ``CACHE_BYTES``."""
-    _CACHE[entry] = (token, frames, memo)
-    _CACHE.move_to_end(entry)
-    total = sum(_size(cached) for cached in _CACHE.values())
-    while total > CACHE_BYTES and len(_CACHE) > 1:
+    previous = _CACHE.pop(entry, None)
+    if previous is not None and previous[0] == token and previous[1].keys() == frames.keys() and previous[2].keys() == memo.keys():
+        _CACHE[entry] = previous  # the same state, nothing more read: the same frames, no need to size them
+        return
+    size = _size(frames, memo)
+    _CACHED_BYTES[0] += size - (previous[3] if previous is not None else 0)
+    _CACHE[entry] = (token, frames, memo, size)
+    while _CACHED_BYTES[0] > CACHE_BYTES and len(_CACHE) > 1:
         _, evicted = _CACHE.popitem(last=False)
-        total -= _size(evicted)
+        _CACHED_BYTES[0] -= evicted[3]
 
 
-def _size(cached: tuple) -> int:
+def _size(frames: dict, memo: dict) -> int:
     """A cache entry's memory, roughly: strings count as their pointers."""
-    frames = [f for f in (*cached[1].values(), *cached[2].values()) if hasattr(f, "memory_usage")]
-    return sum(int(f.memory_usage(index=False, deep=False).sum()) for f in frames)
+    return sum(int(f.memory_usage(index=False, deep=False).sum())
+               for f in (*frames.values(), *memo.values()) if hasattr(f, "memory_usage"))
 
 
 class _SegmentedStateProcessor(_PickledStateProcessor):
@@ -229,13 +231,17 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
         batch = self._input(rows)
-        meta = pickle.loads(self.state.get()[0]) if self.state.exists() else None
+        stored = self.state.get()
+        stored = stored[0] if stored is not None else None
+        meta = pickle.loads(stored) if stored is not None else None
         entry = (self.identity, tuple(key))
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
         out, meta = self.step(meta, batch, segments)
         if segments.changed or TOKEN not in meta:
             meta[TOKEN] = uuid.uuid4().hex
-        self.state.update((pickle.dumps(meta, protocol=5),))
+        value = pickle.dumps(meta, protocol=5)
+        if value != stored:  # a batch that changed nothing (a tick with nothing due) writes nothing
+            self.state.update((value,))
         _keep(entry, meta[TOKEN], segments.frames, segments.memo)
         yield from self._output(out)
 
@@ -243,10 +249,9 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
 def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType) -> "DataFrame":
     """Apply ``step(meta, rows, segments) -> (output, meta)`` per state bucket (the column ``bucket``):
     ``meta`` is the bucket's small pickled value (None at first), ``segments`` its segment map
-    (``Segments``). Rows travel packed (``packed_by``)."""
+    (``Segments``). Rows arrive packed (``packed_by``)."""
     processor = _SegmentedStateProcessor(step, df.columns, output_schema, packed=True)
-    packed = packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, _PACKED_SCHEMA, "append", "None")
-    return unpacked(packed, output_schema)
+    return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
 # ------------------------------------------------------------------ rows packed into Arrow blobs per bucket
@@ -283,31 +288,11 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
     return df.mapInArrow(pack, schema)
 
 
-def unpacked(df: "DataFrame", schema: StructType) -> "DataFrame":
-    """The rows of packed output blobs, in ``schema``."""
-    def unpack(batches):
-        import pyarrow as pa
-
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from pa.ipc.open_stream(blob).read_all().to_batches()
-
-    return df.mapInArrow(unpack, schema)
-
-
 def unpack_rows(blobs: list, columns: list[str]) -> "pd.DataFrame":
     import pyarrow as pa
 
     table = pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
     return table.to_pandas().set_axis(columns, axis=1)
-
-
-def pack_frame(frame: "pd.DataFrame", schema: StructType) -> bytes:
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    return _ipc(pa.Table.from_pandas(frame, schema=arrow_schema, preserve_index=False, safe=False))
 
 
 def _ipc(table) -> bytes:

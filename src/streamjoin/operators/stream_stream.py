@@ -131,6 +131,10 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         now = int(clock.max()) if len(clock) else NO_TIME
 
         loaded = sorted((_probed(w, width, rows) | _due(index, now)) & index.keys())
+        data_rows = int((rows[SIDE] != TICK).sum())
+        if not loaded and not data_rows:  # only the clock moved, and nothing is due: just purge
+            _purge(w, meta, segments, now, set())
+            return pd.DataFrame(columns=out_names), meta
         # by position: column ids come from a counter shared by everything the process planned (issue #29),
         # so the same query planned again in one process names its columns otherwise
         frames = [segments.get(i).set_axis(stored_cols, axis=1) for i in loaded]
@@ -138,7 +142,7 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
                  if frames else pd.DataFrame(columns=stored_cols))
         out, store, late_dropped = _process_batch(w, store, rows, keys, left_payload, right_payload, key_ids, out_names)
         dropped["late"] = dropped.get("late", 0) + late_dropped
-        meta["ord"] += len(rows)
+        meta["ord"] += data_rows  # ticks are never stored: their arrival numbers may be given again
 
         written = {}
         if len(store):
@@ -154,13 +158,20 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
             if index.get(i) != summary:
                 segments.put(i, frame)
                 index[i] = summary
-        for i in [i for i in index.keys() - set(loaded) - written.keys() if _expired(w, index[i], now)]:
-            segments.remove(i)
-            del index[i]
-        meta["rows"] = sum(entry[0] for entry in index.values())
+        _purge(w, meta, segments, now, set(loaded) | written.keys())
         return out, meta
 
     return process
+
+
+def _purge(w: Window, meta: dict, segments, now: int, kept: set) -> None:
+    """Remove, unread, every segment besides ``kept`` whose records have all expired at ``now``; count the
+    rows left."""
+    index = meta["segments"]
+    for i in [i for i in index.keys() - kept if _expired(w, index[i], now)]:
+        segments.remove(i)
+        del index[i]
+    meta["rows"] = sum(entry[0] for entry in index.values())
 
 
 MIN_SEGMENT_MS = 60_000

@@ -1,0 +1,313 @@
+"""latency: how long after its input a query's result is readable in its sink, as ``streamjoin run`` runs it.
+
+Each variant is one script run by the engine on a fresh embedded store (default trigger: as soon as
+possible; progress lines every 5 s, as the command prints them). Once the query has caught up with its
+set-up records (a table's rows), a feeder appends input at a steady rate for ``SECONDS`` — at 4 records/s
+one record per append, at 2,000 records/s a few records per append every 10 ms — each record with a
+fresh id and the wall clock as its time; a reader polls the sink topic every 5 ms. A record's latency is
+from the moment its append began to the moment its result was first read. Reported per variant and rate:
+p50/p95/p99 (ms), results seen against expected, the median micro-batch split from Spark's progress
+(latestOffset, queryPlanning, addBatch (tasks, state, sink), walCommit, commitOffsets), and after the feed,
+with no input at all: the cores the process tree keeps busy and the checkpoint files written in ``IDLE_S``.
+
+Baselines on the same source and sink: Spark's own stateless query (``readStream`` of the embedded topic,
+``where``, ``foreachBatch`` appending to the store) and Spark's own stream-stream inner join (±1 minute,
+10 s watermarks). ``ratio_to_baseline`` is the baseline join's p99 over the variant's: above 1 is sooner.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+
+from common import process_tree_cpu_seconds, session
+
+ROWS = 0  # unused: the feed is timed (SECONDS at each of RATES)
+BATCHES = 0
+RATES = tuple(int(r) for r in os.environ.get("LATENCY_RATES", "4,2000").split(","))
+SECONDS = int(os.environ.get("LATENCY_SECONDS", "30"))  # of feed per variant and rate
+IDLE_S = 10
+TABLE_ROWS = 100
+
+CLICKS = "CREATE STREAM CLICKS (ID BIGINT KEY, USER_ID INT, T BIGINT) WITH (kafka_topic='clicks', value_format='JSON');\n"
+VIEWS = "CREATE STREAM VIEWS (ID BIGINT KEY, PAGE INT) WITH (kafka_topic='views', value_format='JSON');\n"
+USERS = "CREATE TABLE USERS (USER_ID INT PRIMARY KEY, NAME STRING) WITH (kafka_topic='users', value_format='JSON');\n"
+USERS_FILE = "CREATE TABLE USERS (USER_ID INT PRIMARY KEY, NAME STRING) WITH (path='{path}', value_format='JSON');\n"
+ACCOUNTS = "CREATE TABLE ACCOUNTS (USER_ID INT PRIMARY KEY, ID BIGINT) WITH (kafka_topic='accounts', value_format='JSON');\n"
+FLINK = """CREATE TABLE C (id BIGINT, user_id INT, t TIMESTAMP(3), WATERMARK FOR t AS t)
+  WITH ('connector' = 'kafka', 'topic' = 'fclicks', 'format' = 'json');
+CREATE TABLE V (id BIGINT, page INT, t TIMESTAMP(3), WATERMARK FOR t AS t)
+  WITH ('connector' = 'kafka', 'topic' = 'fviews', 'format' = 'json');
+CREATE TABLE U (user_id INT, name STRING, t TIMESTAMP(3), PRIMARY KEY (user_id) NOT ENFORCED, WATERMARK FOR t AS t)
+  WITH ('connector' = 'upsert-kafka', 'topic' = 'fusers', 'key.format' = 'json', 'value.format' = 'json');
+"""
+
+# name -> (script, what one input id appends: 'click', 'pair', 'fclick', 'fpair', 'account'), set-up tables
+VARIANTS = {
+    "stateless": (CLICKS + "CREATE STREAM OUT AS SELECT ID, USER_ID FROM CLICKS WHERE USER_ID IS NOT NULL;", "click"),
+    "stream-table": (CLICKS + USERS + "CREATE STREAM OUT AS SELECT C.ID AS ID, U.NAME FROM CLICKS C "
+                     "LEFT JOIN USERS U ON C.USER_ID = U.USER_ID;", "click"),
+    "stream-table-static": (CLICKS + USERS_FILE + "CREATE STREAM OUT AS SELECT C.ID AS ID, U.NAME FROM CLICKS C "
+                            "LEFT JOIN USERS U ON C.USER_ID = U.USER_ID;", "click"),
+    "stream-stream": (CLICKS + VIEWS + "CREATE STREAM OUT AS SELECT C.ID AS ID, V.PAGE FROM CLICKS C JOIN VIEWS V "
+                      "WITHIN 1 MINUTE GRACE PERIOD 10 SECONDS ON C.ID = V.ID;", "pair"),
+    "interval": (FLINK + "INSERT INTO OUT SELECT C.id, V.page FROM C JOIN V ON C.id = V.id "
+                 "AND V.t BETWEEN C.t - INTERVAL '1' MINUTE AND C.t + INTERVAL '1' MINUTE;", "fpair"),
+    "temporal": (FLINK + "INSERT INTO OUT SELECT C.id, U.name FROM C JOIN U FOR SYSTEM_TIME AS OF C.t "
+                 "ON C.user_id = U.user_id;", "fclick"),
+    "table-table": (USERS + ACCOUNTS + "CREATE TABLE OUT AS SELECT A.USER_ID AS USER_ID, A.ID AS ID, U.NAME "
+                    "FROM ACCOUNTS A JOIN USERS U ON A.USER_ID = U.USER_ID;", "account"),
+    "group-by-join": (CLICKS + USERS + "CREATE TABLE OUT AS SELECT C.ID AS ID, COUNT(*) AS N FROM CLICKS C "
+                      "JOIN USERS U ON C.USER_ID = U.USER_ID GROUP BY C.ID;", "click"),
+}
+BASELINES = ("spark-stateless", "spark-native-join")
+
+
+def run(*, rows: int, batches: int, only: list[str]) -> dict:
+    spark = session()
+    results = {}
+    _measure(spark, "stream-stream", rate=4, seconds=5)  # warm up: Python workers, the JVM's code paths
+    for rate in RATES:
+        for name in (*BASELINES, *VARIANTS):
+            if not only or name in only:
+                results[f"{name}@{rate}/s"] = _measure(spark, name, rate=rate, seconds=SECONDS)
+    _ratios(results)
+    return results
+
+
+def _ratios(results: dict) -> None:
+    """Each variant's p99 over the p99 of Spark's own join at the same rate (the target: at most 1.0), and
+    the stateless floor's over Spark's own stateless query (at most 1.2)."""
+    for key, r in results.items():
+        name, rate = key.split("@")
+        base = results.get(f"spark-{'stateless' if name == 'stateless' else 'native-join'}@{rate}", {}).get("p99_ms")
+        r["p99_ratio"] = round(r["p99_ms"] / base, 2) if base and r.get("p99_ms") else None
+
+
+def report(results: dict) -> None:
+    print(f"{'variant':28} {'records':>8} {'results':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'p99 ratio':>9}"
+          f" {'idle cores':>10} {'idle files':>10}  median batch split (ms)")
+    for key, r in results.items():
+        split = " ".join(f"{k}={v:g}" for k, v in r["ms_by_phase"].items())
+        print(f"{key:28} {r['records']:>8} {r['results']:>8} {_shown(r['p50_ms']):>7} {_shown(r['p95_ms']):>7}"
+              f" {_shown(r['p99_ms']):>7} {_shown(r['p99_ratio']):>9} {r['idle_cores']:>10} {r['idle_checkpoint_files']:>10}"
+              f"  {split}")
+
+
+def _shown(value) -> str:
+    return "-" if value is None else str(value)
+
+
+# ------------------------------------------------------------------ one measurement
+
+
+def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
+    from streamjoin.connectors.topic_store import TopicStore
+
+    work = tempfile.mkdtemp(prefix="sjlat-")
+    root = os.path.join(work, "topics")
+    store = TopicStore(root)
+    try:
+        _set_up_tables(store, work)
+        query, sink_topic, stop = _start(spark, name, work, root)
+        feed = VARIANTS[name][1] if name in VARIANTS else ("click" if name == "spark-stateless" else "pair")
+        try:
+            _wait_for_batches(query, 1)
+            sent, seen = _feed_and_watch(store, sink_topic, feed, rate, seconds)
+            idle = _idle(query, work)
+            split = _split(query)
+        finally:
+            stop()
+        latencies = sorted(seen[i] - sent[i] for i in seen if i in sent)
+        return {"records": len(sent), "results": len(latencies), **_percentiles(latencies), **idle, "ms_by_phase": split}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _set_up_tables(store, work: str) -> None:
+    from streamjoin.connectors.topic_store import Record
+
+    users = [(k, f"user-{k}") for k in range(TABLE_ROWS)]
+    store.append([("users", [Record(str(k).encode(), json.dumps({"NAME": n}).encode(), 0) for k, n in users]),
+                  ("fusers", [Record(json.dumps({"user_id": k}).encode(),
+                                     json.dumps({"user_id": k, "name": n, "t": "1970-01-01 00:00:00"}).encode(), 0)
+                              for k, n in users])])
+    with open(os.path.join(work, "users.json"), "w") as f:
+        f.writelines(json.dumps({"USER_ID": k, "NAME": n}) + "\n" for k, n in users)
+
+
+def _start(spark, name: str, work: str, root: str):
+    """Start the variant: the engine on its script, or a Spark baseline. Returns (query, sink topic, stop)."""
+    if name in BASELINES:
+        query = _baseline(spark, name, work, root)
+        return query, "out", query.stop
+    from streamjoin.runtime.engine import Engine
+    from streamjoin.runtime.progress import progress_lines
+
+    engine = Engine(spark, home=work)
+    script = VARIANTS[name][0].replace("{path}", os.path.join(work, "users.json"))
+    [running] = engine.execute(script)
+    stopping = threading.Event()
+
+    def progress():  # what `streamjoin run` does while it runs
+        while not stopping.wait(5):
+            progress_lines(engine)
+
+    thread = threading.Thread(target=progress, daemon=True)
+    thread.start()
+
+    def stop():
+        stopping.set()
+        thread.join()
+        engine.stop()
+
+    return running.spark_query, running.topic, stop
+
+
+def _baseline(spark, name: str, work: str, root: str):
+    from pyspark.sql import functions as F
+
+    from streamjoin.connectors.topic_store import Record, TopicStore
+
+    raw = spark.readStream.format("streamjoin_topics").option("root", root)
+    if name == "spark-stateless":
+        clicks = raw.option("topics", "clicks").load()
+        fields = F.from_json(F.col("value").cast("string"), "USER_ID INT")
+        out = clicks.select("key", "timestamp", fields.alias("v")).where("v.USER_ID IS NOT NULL")
+    else:
+        both = raw.option("topics", "clicks,views").load()
+
+        def side(topic, prefix):
+            return (both.where(F.col("topic") == topic)
+                    .select(F.col("key").alias(f"{prefix}key"), F.timestamp_millis("timestamp").alias(f"{prefix}ts"))
+                    .withWatermark(f"{prefix}ts", "10 seconds"))
+
+        out = side("clicks", "c").join(side("views", "v"), F.expr(
+            "ckey = vkey AND vts BETWEEN cts - INTERVAL 1 MINUTE AND cts + INTERVAL 1 MINUTE"))
+        out = out.select(F.col("ckey").alias("key"), F.unix_millis("cts").alias("timestamp"))
+
+    def write(batch, batch_id):
+        rows = batch.select("key", "timestamp").toArrow()
+        records = [Record(k, json.dumps({"ID": int(k)}).encode(), t)
+                   for k, t in zip(rows.column("key").to_pylist(), rows.column("timestamp").to_pylist())]
+        TopicStore(root).append([("out", records)], writer=name, batch_id=batch_id)
+
+    return (out.writeStream.foreachBatch(write).option("checkpointLocation", os.path.join(work, "checkpoints", name))
+            .start())
+
+
+def _wait_for_batches(query, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        progress = query.lastProgress
+        if progress and progress["batchId"] >= count - 1:
+            return
+        time.sleep(0.05)
+
+
+def _records(feed: str, i: int, now_ms: int) -> list:
+    """The records that make id ``i``'s result, all in one append: (topic, Record) pairs."""
+    from streamjoin.connectors.topic_store import Record
+
+    key, user = str(i).encode(), i % TABLE_ROWS
+    stamp = f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(now_ms / 1000))}.{now_ms % 1000:03d}"
+    if feed == "click":
+        return [("clicks", Record(key, json.dumps({"USER_ID": user, "T": now_ms}).encode(), now_ms))]
+    if feed == "pair":
+        return [("views", Record(key, json.dumps({"PAGE": i}).encode(), now_ms)),
+                ("clicks", Record(key, json.dumps({"USER_ID": user, "T": now_ms}).encode(), now_ms))]
+    if feed == "fclick":
+        return [("fclicks", Record(None, json.dumps({"id": i, "user_id": user, "t": stamp}).encode(), now_ms))]
+    if feed == "fpair":
+        return [("fviews", Record(None, json.dumps({"id": i, "page": i, "t": stamp}).encode(), now_ms)),
+                ("fclicks", Record(None, json.dumps({"id": i, "user_id": user, "t": stamp}).encode(), now_ms))]
+    if feed == "account":  # an account row moves to id i
+        return [("accounts", Record(str(user).encode(), json.dumps({"ID": i}).encode(), now_ms))]
+    raise ValueError(feed)
+
+
+def _feed_and_watch(store, sink_topic: str, feed: str, rate: int, seconds: float) -> tuple[dict, dict]:
+    """Append ids at ``rate`` per second for ``seconds`` while reading the sink; then wait up to 20 s for
+    the last results. Returns (id -> append began, id -> result first read), monotonic seconds."""
+    sent, seen, done = {}, {}, threading.Event()
+    after = [store.committed_seq()]
+
+    def watch():
+        while not done.is_set() or (len(seen) < len(sent) and time.monotonic() < done.deadline):
+            table = store.read_table(sink_topic, after_seq=after[0]) if store.exists(sink_topic) else None
+            now = time.monotonic()
+            if table is not None and table.num_rows:
+                after[0] = table.column("seq")[-1].as_py()
+                for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
+                    i = _result_id(key, value)
+                    if i is not None:
+                        seen.setdefault(i, now)
+            time.sleep(0.005)
+
+    done.deadline = float("inf")
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    per_append = max(1, rate // 100)
+    started, i = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        due = started + i / rate
+        time.sleep(max(0.0, due - time.monotonic()))
+        began, now_ms = time.monotonic(), int(time.time() * 1000)
+        pairs = [pair for n in range(i, i + per_append) for pair in _records(feed, n, now_ms)]
+        by_topic: dict = {}
+        for topic, record in pairs:
+            by_topic.setdefault(topic, []).append(record)
+        store.append(list(by_topic.items()))
+        for n in range(i, i + per_append):
+            sent[n] = began
+        i += per_append
+    done.deadline = time.monotonic() + 20
+    done.set()
+    watcher.join()
+    return sent, seen
+
+
+def _result_id(key, value):
+    try:
+        row = json.loads(value) if value else {}
+    except ValueError:
+        return None
+    for field in ("ID", "id"):
+        if field in row:
+            return int(row[field])
+    try:
+        return int(json.loads(key)) if key else None
+    except (ValueError, TypeError):
+        return None
+
+
+def _idle(query, work: str) -> dict:
+    """With no input: cores the process tree keeps busy, and checkpoint files written, over ``IDLE_S``."""
+    time.sleep(2)
+    files_before, cpu_before, started = _files(work), process_tree_cpu_seconds(), time.monotonic()
+    time.sleep(IDLE_S)
+    cpu, elapsed = process_tree_cpu_seconds() - cpu_before, time.monotonic() - started
+    return {"idle_cores": round(cpu / elapsed, 3), "idle_checkpoint_files": len(_files(work) - files_before)}
+
+
+def _files(work: str) -> set:
+    root = os.path.join(work, "checkpoints")
+    return {os.path.join(d, f) for d, _, names in os.walk(root) for f in names}
+
+
+def _split(query) -> dict:
+    """Median milliseconds per phase over the micro-batches that had input."""
+    progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
+    phases = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+    return {k: statistics.median([p["durationMs"].get(k, 0) for p in progress]) for k in phases} if progress else {}
+
+
+def _percentiles(latencies: list) -> dict:
+    if not latencies:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+    pick = lambda q: round(1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))])  # noqa: E731
+    return {"p50_ms": pick(0.50), "p95_ms": pick(0.95), "p99_ms": pick(0.99)}
