@@ -9,6 +9,8 @@ from the moment its append began to the moment its result was first read. Report
 p50/p95/p99 (ms), results seen against expected, the median micro-batch split from Spark's progress
 (latestOffset, queryPlanning, addBatch (tasks, state, sink), walCommit, commitOffsets), and after the feed,
 with no input at all: the cores the process tree keeps busy and the checkpoint files written in ``IDLE_S``.
+``together`` runs the ksqlDB variants' five queries in one script on shared inputs (as a script of several
+queries runs), and reports each query's latency.
 
 Baselines on the same source and sink: Spark's own stateless query (``readStream`` of the embedded topic,
 ``where``, ``foreachBatch`` appending to the store) and Spark's own stream-stream inner join (±1 minute,
@@ -65,6 +67,14 @@ VARIANTS = {
                       "JOIN USERS U ON C.USER_ID = U.USER_ID GROUP BY C.ID;", "click"),
 }
 BASELINES = ("spark-stateless", "spark-native-join")
+TOGETHER = ("stateless", "stream-table", "stream-stream", "table-table", "group-by-join")  # one script: "together"
+
+
+def _together() -> str:
+    """The ksqlDB variants' queries in one script, each into its own sink (OUT_<variant>)."""
+    queries = [VARIANTS[name][0].split(";\n")[-1].replace(" OUT ", f" OUT_{name.replace('-', '_').upper()} ")
+               for name in TOGETHER]
+    return CLICKS + VIEWS + USERS + ACCOUNTS + "\n".join(queries)
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
@@ -72,9 +82,9 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
     results = {}
     _measure(spark, "stream-stream", rate=4, seconds=5)  # warm up: Python workers, the JVM's code paths
     for rate in RATES:
-        for name in (*BASELINES, *VARIANTS):
+        for name in (*BASELINES, *VARIANTS, "together"):
             if not only or name in only:
-                results[f"{name}@{rate}/s"] = _measure(spark, name, rate=rate, seconds=SECONDS)
+                results.update(_measure(spark, name, rate=rate, seconds=SECONDS))
     _ratios(results)
     return results
 
@@ -84,6 +94,7 @@ def _ratios(results: dict) -> None:
     the stateless floor's over Spark's own stateless query (at most 1.2)."""
     for key, r in results.items():
         name, rate = key.split("@")
+        name = name.split(":")[-1]  # together:<variant>
         base = results.get(f"spark-{'stateless' if name == 'stateless' else 'native-join'}@{rate}", {}).get("p99_ms")
         r["p99_ratio"] = round(r["p99_ms"] / base, 2) if base and r.get("p99_ms") else None
 
@@ -106,6 +117,8 @@ def _shown(value) -> str:
 
 
 def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
+    """``{"<variant>@<rate>/s": figures}``; for "together", one entry per query of the shared script
+    ("together:<variant>@<rate>/s"), each with the idle figures of the whole script."""
     from streamjoin.connectors.topic_store import TopicStore
 
     work = tempfile.mkdtemp(prefix="sjlat-")
@@ -113,17 +126,23 @@ def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
     store = TopicStore(root)
     try:
         _set_up_tables(store, work)
-        query, sink_topic, stop = _start(spark, name, work, root)
-        feed = VARIANTS[name][1] if name in VARIANTS else ("click" if name == "spark-stateless" else "pair")
+        queries, sinks, stop = _start(spark, name, work, root)
+        feeds = {"spark-stateless": ["click"], "spark-native-join": ["pair"], "together": ["pair", "account"]}
         try:
-            _wait_for_batches(query, 1)
-            sent, seen = _feed_and_watch(store, sink_topic, feed, rate, seconds)
-            idle = _idle(query, work)
-            split = _split(query)
+            for query in queries:
+                _wait_for_batches(query, 1)
+            sent, seen = _feed_and_watch(store, sinks, feeds.get(name) or [VARIANTS[name][1]], rate, seconds)
+            idle = _idle(work)
+            splits = [_split(query) for query in queries]
         finally:
             stop()
-        latencies = sorted(seen[i] - sent[i] for i in seen if i in sent)
-        return {"records": len(sent), "results": len(latencies), **_percentiles(latencies), **idle, "ms_by_phase": split}
+        labels = [f"together:{v}" for v in TOGETHER] if name == "together" else [name]
+        results = {}
+        for label, sink, split in zip(labels, sinks, splits):
+            latencies = sorted(seen[sink][i] - sent[i] for i in seen[sink] if i in sent)
+            results[f"{label}@{rate}/s"] = {"records": len(sent), "results": len(latencies), **_percentiles(latencies),
+                                            **idle, "ms_by_phase": split}
+        return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -141,16 +160,17 @@ def _set_up_tables(store, work: str) -> None:
 
 
 def _start(spark, name: str, work: str, root: str):
-    """Start the variant: the engine on its script, or a Spark baseline. Returns (query, sink topic, stop)."""
+    """Start the variant: the engine on its script, or a Spark baseline. Returns (Spark queries, their sink
+    topics, stop)."""
     if name in BASELINES:
         query = _baseline(spark, name, work, root)
-        return query, "out", query.stop
+        return [query], ["out"], query.stop
     from streamjoin.runtime.engine import Engine
     from streamjoin.runtime.progress import progress_lines
 
     engine = Engine(spark, home=work)
-    script = VARIANTS[name][0].replace("{path}", os.path.join(work, "users.json"))
-    [running] = engine.execute(script)
+    script = _together() if name == "together" else VARIANTS[name][0]
+    running = engine.execute(script.replace("{path}", os.path.join(work, "users.json")))
     stopping = threading.Event()
 
     def progress():  # what `streamjoin run` does while it runs
@@ -165,7 +185,7 @@ def _start(spark, name: str, work: str, root: str):
         thread.join()
         engine.stop()
 
-    return running.spark_query, running.topic, stop
+    return [q.spark_query for q in running], [q.topic for q in running], stop
 
 
 def _baseline(spark, name: str, work: str, root: str):
@@ -230,22 +250,23 @@ def _records(feed: str, i: int, now_ms: int) -> list:
     raise ValueError(feed)
 
 
-def _feed_and_watch(store, sink_topic: str, feed: str, rate: int, seconds: float) -> tuple[dict, dict]:
-    """Append ids at ``rate`` per second for ``seconds`` while reading the sink; then wait up to 20 s for
-    the last results. Returns (id -> append began, id -> result first read), monotonic seconds."""
-    sent, seen, done = {}, {}, threading.Event()
-    after = [store.committed_seq()]
+def _feed_and_watch(store, sinks: list, feeds: list, rate: int, seconds: float) -> tuple[dict, dict]:
+    """Append ids at ``rate`` per second for ``seconds`` while reading the sinks; then wait up to 20 s for
+    the last results. Returns (id -> append began, sink -> id -> result first read), monotonic seconds."""
+    sent, seen, done = {}, {sink: {} for sink in sinks}, threading.Event()
+    after = dict.fromkeys(sinks, store.committed_seq())
 
     def watch():
-        while not done.is_set() or (len(seen) < len(sent) and time.monotonic() < done.deadline):
-            table = store.read_table(sink_topic, after_seq=after[0]) if store.exists(sink_topic) else None
-            now = time.monotonic()
-            if table is not None and table.num_rows:
-                after[0] = table.column("seq")[-1].as_py()
-                for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
-                    i = _result_id(key, value)
-                    if i is not None:
-                        seen.setdefault(i, now)
+        while not done.is_set() or (min(map(len, seen.values())) < len(sent) and time.monotonic() < done.deadline):
+            for sink in sinks:
+                table = store.read_table(sink, after_seq=after[sink]) if store.exists(sink) else None
+                now = time.monotonic()
+                if table is not None and table.num_rows:
+                    after[sink] = table.column("seq")[-1].as_py()
+                    for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
+                        i = _result_id(key, value)
+                        if i is not None:
+                            seen[sink].setdefault(i, now)
             time.sleep(0.005)
 
     done.deadline = float("inf")
@@ -257,7 +278,7 @@ def _feed_and_watch(store, sink_topic: str, feed: str, rate: int, seconds: float
         due = started + i / rate
         time.sleep(max(0.0, due - time.monotonic()))
         began, now_ms = time.monotonic(), int(time.time() * 1000)
-        pairs = [pair for n in range(i, i + per_append) for pair in _records(feed, n, now_ms)]
+        pairs = [pair for n in range(i, i + per_append) for feed in feeds for pair in _records(feed, n, now_ms)]
         by_topic: dict = {}
         for topic, record in pairs:
             by_topic.setdefault(topic, []).append(record)
@@ -285,7 +306,7 @@ def _result_id(key, value):
         return None
 
 
-def _idle(query, work: str) -> dict:
+def _idle(work: str) -> dict:
     """With no input: cores the process tree keeps busy, and checkpoint files written, over ``IDLE_S``."""
     time.sleep(2)
     files_before, cpu_before, started = _files(work), process_tree_cpu_seconds(), time.monotonic()

@@ -24,6 +24,18 @@ def test_execute_returns_started_queries_and_the_result_is_a_dataframe(spark, tm
     assert rows == [{"ROWKEY": "p1", "SKU": "s1", "NAME": "scooter", "ROWTIME": 5}]
 
 
+def test_a_scripts_trigger_interval_paces_its_queries(spark, tmp_path):
+    engine = Engine(spark, home=str(tmp_path))
+    [query] = engine.execute("SET 'streamjoin.trigger.interval' = '500 milliseconds';" + DDL
+                             + "CREATE STREAM named AS SELECT sku, name FROM products;")
+    assert "ProcessingTimeTrigger(500)" in query.spark_query._jsq.streamingQuery().trigger().toString()
+    produce_inputs(engine.store, [{"topic": "products", "timestamp": 5, "value": {"SKU": "s1", "NAME": "scooter"}}])
+    engine.process_all_available()
+    rows = [r.asDict() for r in engine.dataframe(query).collect()]
+    engine.stop()
+    assert [(r["SKU"], r["NAME"]) for r in rows] == [("s1", "scooter")]
+
+
 def test_explain_shows_where_predicates_run_and_repartitions(spark, tmp_path):
     engine = Engine(spark, home=str(tmp_path))
     text = engine.explain(DDL + "CREATE STREAM by_id AS SELECT * FROM products WHERE name <> 'x' PARTITION BY product_id;")

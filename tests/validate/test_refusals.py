@@ -110,6 +110,9 @@ REFUSED = [
     ("sliding window preserving a table",
      "CREATE STREAM J AS SELECT STREAM T.V FROM L OVER (RANGE INTERVAL '1' HOUR PRECEDING) RIGHT JOIN T ON L.ID = T.ID;",
      "stream-table-preserved-side", "preserved"),
+    ("trigger interval that is no interval", "SET 'streamjoin.trigger.interval' = 'soon';", "invalid-setting", "2 seconds"),
+    ("trigger interval in an unknown unit", "SET 'streamjoin.trigger.interval' = '2 fortnights';", "invalid-setting",
+     "interval"),
 ]
 
 
@@ -183,3 +186,14 @@ def test_accepted(query):
     planner = StatementPlanner(Catalog())
     for item in parse_script(KSQL_STREAMS + query):
         planner.plan(item)
+
+
+INTERVALS = [("2 seconds", 2000), ("500 milliseconds", 500), ("1 minute", 60_000), ("250", 250), ("0.5 s", 500),
+             ("0", 0), ("3 SECONDS", 3000)]
+
+
+@pytest.mark.parametrize("text,ms", INTERVALS, ids=[i[0] for i in INTERVALS])
+def test_trigger_intervals(text, ms):
+    from streamjoin.plan.settings import interval_ms
+
+    assert interval_ms(text) == ms

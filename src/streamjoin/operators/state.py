@@ -264,7 +264,8 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
     """``df``'s rows as a few rows per bucket: (bucket, Arrow IPC stream of that bucket's rows of one input
     partition). ``transformWithStateInPandas`` hands each group's rows to Python row by row (a tuple per
     row, then a frame built from the tuples: ~25 us a row here); packed, a micro-batch of a bucket arrives
-    as a handful of blobs that become one frame at Arrow's speed. The output goes back the same way."""
+    as a handful of blobs that become one frame at Arrow's speed. (The output needs no packing: the worker
+    turns the frames an operator yields into Arrow batches column by column.)"""
     from pyspark.sql.types import IntegerType
 
     schema = StructType([StructField(bucket, IntegerType()), StructField(PACKED, BinaryType())])
@@ -285,6 +286,10 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
         yield pa.RecordBatch.from_arrays([pa.array([int(buckets[a]) for a in starts[:-1]], pa.int32()),
                                           pa.array(blobs, pa.binary())], names=[bucket, PACKED])
 
+    # An operator's input is a union of scans of the batch's slice (a clock-bearing slice is one partition
+    # each): with more of them than cores, the last ones waited for a second wave of tasks. At most one task
+    # per core instead: 0.1-0.2 s sooner a micro-batch for a windowed join here (``benchmarks/run.py latency``).
+    df = df.coalesce(df.sparkSession.sparkContext.defaultParallelism)
     return df.mapInArrow(pack, schema)
 
 

@@ -13,6 +13,7 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import properties_dict, source_from_ddl, value_format_of
+from .settings import check_setting
 from .nodes import Join, PlanNode, Sink, walk
 
 
@@ -73,6 +74,10 @@ class StatementPlanner:
         if isinstance(stmt, ast.InsertInto):
             return self._persistent(item, stmt.query, stmt.target, None, {}, create=False)
         if isinstance(stmt, ast.SetProperty):
+            try:
+                check_setting(stmt.name, stmt.value)
+            except ValueError as err:
+                raise StatementError(f"SET '{stmt.name}': {err}", rule="invalid-setting", pos=stmt.pos) from None
             self.catalog.properties[stmt.name] = stmt.value
             return PlannedStatement(item)
         if isinstance(stmt, ast.Explain):

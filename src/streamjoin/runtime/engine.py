@@ -27,6 +27,7 @@ from ..lower.operator_table import check_supported
 from ..lower.sink import encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
+from ..plan.settings import TRIGGER_INTERVAL, interval_ms
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import parse_script
 from .batch_sink import sink_function
@@ -227,6 +228,9 @@ class Engine:
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
+        interval = self.catalog.properties.get(TRIGGER_INTERVAL)
+        if interval is not None:  # else a micro-batch starts as soon as the last one ends and input is there
+            writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             self.store, dead_letter_topic, write)
