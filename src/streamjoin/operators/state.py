@@ -91,8 +91,8 @@ class _PickledStateProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
         batch = self._input(rows)
-        stored = self.state.get()
-        previous = pickle.loads(stored[0]) if stored is not None else None
+        stored = _stored_bytes(self.state)
+        previous = pickle.loads(stored) if stored is not None else None
         out, new_state = self.step(previous, batch)
         self.state.update((pickle.dumps(new_state, protocol=5),))
         self.meta.update((pickle.dumps(counters(new_state), protocol=5),))
@@ -100,6 +100,12 @@ class _PickledStateProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def _stored_bytes(value_state) -> bytes | None:
+    """The pickled bytes a value state holds (one call to the state store), or None."""
+    stored = value_state.get()
+    return stored[0] if stored is not None else None
 
 
 def run_keyed(df: "DataFrame", group_columns: list[str], step: Step, output_schema: StructType) -> "DataFrame":
@@ -230,8 +236,7 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
         batch = self._input(rows)
-        stored = self.state.get()
-        stored = stored[0] if stored is not None else None
+        stored = _stored_bytes(self.state)
         meta = pickle.loads(stored) if stored is not None else None
         entry = (self.identity, tuple(key))
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
