@@ -127,7 +127,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
         return df.select(*cols, *meta)
     if isinstance(node, Aggregate):
-        return AGGREGATE.lower(node, lower(node.input, records, ctx))
+        return AGGREGATE.lower(node, lower(node.input, records, ctx), ctx)
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)

@@ -1,12 +1,19 @@
 """GROUP BY over a stream, one changelog update per input record (ksqlDB with caching off).
 
-Algorithm: rows are grouped by the grouping columns (a Spark shuffle); for each group, a micro-batch's
-rows are sorted by ingestion order (``_seq``, ``_sub``) and folded one at a time into the group's
-accumulators, emitting the group's new aggregate values after each record. The output therefore does
-not depend on how input is cut into micro-batches.
+Algorithm: rows are grouped into state buckets by a hash of the grouping values (a Spark shuffle). In a
+bucket, a micro-batch's rows are sorted by ingestion order (``_seq``, ``_sub``) and every aggregate is
+accumulated per group along that order, starting from the group's stored accumulator, emitting the
+group's new aggregate values after each record; the output therefore does not depend on how input is cut
+into micro-batches. COUNT, SUM and AVG of integers, MIN and MAX of numbers, LATEST_BY_OFFSET and
+EARLIEST_BY_OFFSET are cumulative sums, minima and fills over the whole batch at once (``_cumulative``);
+the others (COUNT(DISTINCT), COLLECT_LIST, COLLECT_SET, sums of floats and decimals, MIN/MAX of strings)
+are folded record by record (``_fold``), the reference the whole-batch forms are tested against.
 
-State: one value per group — the pickled accumulators (``operators.state``). State is never purged: an unwindowed aggregate needs
-every group forever (as in ksqlDB); table TTL is for the Flink issue.
+State (per bucket, segmented: ``operators.state``): one row per group — its grouping values and one
+accumulator per aggregate — as a log of change chunks holding the groups a batch touched
+(``state.log_changes``); the bucket's meta value counts the groups. A batch reads the accumulators of its
+own groups only (from the worker's cached table, else the chunks replayed) and writes only those. Never
+purged: an unwindowed aggregate needs every group forever (as in ksqlDB).
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -22,7 +30,11 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, Long
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate
-from .state import run_keyed
+from .base import LoweringContext
+from .keyed_inputs import BUCKET, bucketed, integral_columns, key_index, restore_integers
+from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+
+GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
 
 
 @dataclass(frozen=True)
@@ -50,10 +62,11 @@ def result_type(fn: str, arg_type: DataType | None) -> DataType:
 
 
 def _fold(fn: str, acc: Any, value: Any, distinct: bool) -> Any:
-    """The accumulator after one more record (``value`` is the argument, None = SQL NULL)."""
+    """The accumulator after one more record (``value`` is the argument, None = SQL NULL). A set
+    accumulator (COUNT(DISTINCT)) is grown in place: the caller hands over a copy of a stored one."""
     if fn == "COUNT":
         if distinct:
-            seen = acc or set()
+            seen = acc if acc is not None else set()
             if value is not None:
                 seen.add(value)
             return seen
@@ -99,11 +112,11 @@ def _scalar(v: Any) -> Any:
 
 
 class AggregateOperator:
-    def lower(self, node: Aggregate, df: DataFrame) -> DataFrame:
+    def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         if node.input.kind == "TABLE":  # a changelog: each row counts once, in its current group
             from .table_aggregate import OPERATOR as TABLE_AGGREGATE
 
-            return TABLE_AGGREGATE.lower(node, df)
+            return TABLE_AGGREGATE.lower(node, df, ctx)
         groups = [(f.id, e) for f, e in node.groups]
 
         arg_cols, specs = [], []
@@ -120,26 +133,149 @@ class AggregateOperator:
         out_fields += [StructField(ROWTIME, LongType()), StructField(SEQ, LongType()), StructField(SUB, LongType())]
         output_schema = StructType(out_fields)
         group_ids = [gid for gid, _ in groups]
-        fold = _make_fold(group_ids, specs, output_schema.fieldNames())
         if not group_ids:  # a global aggregate: one group
-            prepared = prepared.withColumn("__all", F.lit(0))
-        return run_keyed(prepared, group_ids or ["__all"], fold, output_schema)
+            prepared = prepared.withColumn(GLOBAL, F.lit(0))
+        keys = group_ids or [GLOBAL]
+        data = bucketed(prepared, keys, ctx.time_buckets)
+        step = bucket_step(keys, group_ids, specs, integral_columns(data, keys + [s.arg for s in specs if s.arg]),
+                           output_schema.fieldNames())
+        return run_segmented(data, BUCKET, step, output_schema)
 
 
-def _make_fold(group_ids: list[str], specs: list[AggSpec], out_names: list[str]):
-    def fold(accs, rows: pd.DataFrame):
-        rows = rows.sort_values([SEQ, SUB], kind="stable")
-        accs = accs or [None] * len(specs)
-        out = []
-        for rec in rows.to_dict("records"):
-            accs = [_fold(s.fn, a, _scalar(rec[s.arg]) if s.arg else 1, s.distinct) for s, a in zip(specs, accs)]
-            values = {g: _scalar(rec[g]) for g in group_ids}
-            values.update({s.out: _result(s.fn, a, s.distinct) for s, a in zip(specs, accs)})
-            values.update({ROWTIME: rec[ROWTIME], SEQ: rec[SEQ], SUB: rec[SUB]})
-            out.append(values)
-        return pd.DataFrame(out, columns=out_names), accs
+def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str]):
+    """The per-bucket step over segmented state: the groups' accumulators are a table log keyed by ``keys``
+    (``state.read_table``), one accumulator column ``__acc<i>`` per aggregate."""
+    accs = [f"__acc{i}" for i in range(len(specs))]
 
-    return fold
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
+        store = read_table(meta["table"], segments, keys, accs)
+        codes = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        heads = rows.iloc[_first_rows(codes)].reset_index(drop=True)  # one row per group, in the order of ``codes``
+        found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
+        out = pd.DataFrame({g: rows[g].to_numpy() for g in group_ids})
+        changes = heads[keys].copy()
+        for spec, acc in zip(specs, accs):
+            prior = np.full(len(heads), None, dtype=object)
+            if len(store):
+                prior[found >= 0] = store[acc].to_numpy()[found[found >= 0]]
+            values = rows[spec.arg] if spec.arg else None
+            out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral)
+        for c in (ROWTIME, SEQ, SUB):
+            out[c] = rows[c].to_numpy()
+        table = merge_changes(store, changes.assign(**{GONE: False}), keys)
+        log_changes(meta["table"], segments, changes.assign(**{GONE: False}), table)
+        meta["rows"] = len(table)
+        return out[out_names], meta
+
+    return step
+
+
+def accumulate(spec: AggSpec, values: pd.Series | None, codes: np.ndarray, prior: np.ndarray, integral: bool):
+    """One aggregate over a batch sorted by ingestion order: (its value after every row, every group's
+    accumulator after its last row). ``codes``: each row's group, 0..G-1; ``prior``: each group's stored
+    accumulator (None for a new group); ``values``: the argument, None for COUNT(*)."""
+    vectorised = _cumulative(spec, values, codes, prior, integral)
+    if vectorised is not None:
+        return vectorised
+    accs = [set(a) if isinstance(a, set) else a for a in prior]  # copies: stored sets are shared with the cache
+    results = np.empty(len(codes), dtype=object)
+    for j, (g, v) in enumerate(zip(codes, values if values is not None else np.ones(len(codes), dtype=object))):
+        accs[g] = _fold(spec.fn, accs[g], _scalar(v), spec.distinct)
+        results[j] = _result(spec.fn, accs[g], spec.distinct)
+        if isinstance(results[j], list):
+            results[j] = list(results[j])
+    final = np.empty(len(accs), dtype=object)
+    final[:] = accs
+    return results, final
+
+
+def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
+    """``accumulate`` as whole-batch cumulative operations, for the aggregates of numbers that have one;
+    None for the others. Each group's stored accumulator is put before its rows."""
+    fn, n, groups = spec.fn, len(codes), len(prior)
+    if spec.distinct or fn not in ("COUNT", "SUM", "AVG", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"):
+        return None
+    if values is None:
+        present = np.ones(n, dtype=bool)
+    else:
+        present = values.notna().to_numpy()
+        numbers = values.to_numpy()
+        if integral and numbers.dtype.kind == "f":  # nulls made it float: whole numbers, as the fold sees them
+            numbers = np.where(present, numbers, 0).astype(np.int64)
+        if fn in ("SUM", "AVG", "MIN", "MAX"):
+            if numbers.dtype.kind not in "iuf":
+                return None  # decimals, strings: folded record by record
+            if fn in ("SUM", "AVG") and numbers.dtype.kind == "f":
+                return None  # pandas sums floats with compensation: record by record, so a batch cut adds alike
+            numbers = numbers.astype(np.int64 if numbers.dtype.kind in "iu" else np.float64)
+    order = np.concatenate([np.arange(groups), codes])  # group of every row, stored accumulators first
+    last = _last_rows(codes, groups)
+
+    def running(step_values, how):
+        """Per group, ``how`` (cumsum, cummin, cummax, ffill) along stored-then-batch order; the batch rows'."""
+        series = pd.Series(step_values).groupby(order, sort=False)
+        return getattr(series, how)().to_numpy()[groups:]
+
+    if fn == "COUNT":
+        stored = np.array([a or 0 for a in prior], dtype=np.int64)
+        counts = running(np.concatenate([stored, present.astype(np.int64)]), "cumsum")
+        counts = _objects(counts)
+        return counts, counts[last]
+    if fn in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"):
+        kept = _objects(numbers, present) if integral else values.to_numpy(dtype=object).copy()
+        kept[~present] = None
+        if fn == "EARLIEST_BY_OFFSET":
+            new = np.array([a is None for a in prior], dtype=bool)
+            count = running(np.concatenate([~new, present]).astype(np.int64), "cumsum")
+            kept[~(present & (count == 1) & new[codes])] = None  # all but each new group's first value
+        filled = pd.Series(np.concatenate([prior, kept]), dtype=object).groupby(order, sort=False).ffill().to_numpy()[groups:]
+        results = np.array([_scalar(v) for v in filled], dtype=object)
+        return results, results[last]
+    seen = running(np.concatenate([[a is not None for a in prior], present]).astype(np.int64), "cumsum") > 0
+    if fn in ("SUM", "AVG"):
+        totals = np.array([(a[0] if fn == "AVG" else a) if a is not None else 0 for a in prior])
+        totals = running(np.concatenate([totals.astype(numbers.dtype), np.where(present, numbers, 0)]), "cumsum")
+        if fn == "SUM":
+            results = _objects(totals, seen)
+            return results, results[last]
+        stored = np.array([a[1] if a is not None else 0 for a in prior], dtype=np.int64)
+        counts = running(np.concatenate([stored, present.astype(np.int64)]), "cumsum")
+        means = _objects(totals / np.maximum(counts, 1), seen)
+        accs = np.empty(len(last), dtype=object)
+        accs[:] = [(t, c) if s else None for t, c, s in zip(_objects(totals[last]), counts[last].tolist(), seen[last])]
+        return means, accs
+    # MIN, MAX: a row without a value (or a group without a stored one) holds the identity of the operation
+    identity = (np.inf if fn == "MIN" else -np.inf) if numbers.dtype.kind == "f" else \
+        (np.iinfo(np.int64).max if fn == "MIN" else np.iinfo(np.int64).min)
+    stored = np.array([a if a is not None else identity for a in prior], dtype=numbers.dtype)
+    extremes = running(np.concatenate([stored, np.where(present, numbers, identity)]), "cummin" if fn == "MIN" else "cummax")
+    results = _objects(extremes, seen)
+    return results, results[last]
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """The position of every group's first row (groups numbered 0..G-1)."""
+    first = np.full(codes.max() + 1 if len(codes) else 0, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return first
+
+
+def _last_rows(codes: np.ndarray, groups: int) -> np.ndarray:
+    """The position of every group's last row."""
+    last = np.zeros(groups, dtype=np.int64)
+    np.maximum.at(last, codes, np.arange(len(codes)))
+    return last
+
+
+def _objects(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
+    """Numbers as Python scalars in an object array (None where not ``present``)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values.tolist()
+    if present is not None:
+        out[~present] = None
+    return out
 
 
 OPERATOR = AggregateOperator()

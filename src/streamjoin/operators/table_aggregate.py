@@ -7,20 +7,25 @@ update when the row stayed in its group — and a group left with no rows emits 
 table: a group without rows does not exist). Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM,
 AVG, MIN and MAX (the last three keep a multiset of values per group).
 
-Algorithm: two keyed stages on ``operators.state``:
-1. by the input's key — remember each row's group and aggregate arguments; a change becomes a *retract*
-   event for the old group and an *add* event for the new one, both with the change's ingestion order;
-2. by group — fold the events in ingestion order (retract before add) and emit, per input change, the
-   group's values after it.
+Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
+1. by the input's key — every change of a row becomes a *retract* event carrying the row's previous group
+   and arguments (the previous change of its key in the batch, else the stored row) and, unless it is a
+   tombstone, an *add* event carrying its new ones, both with the change's ingestion order; computed for
+   the whole batch at once;
+2. by group — fold the events in ingestion order (retract before add) into the groups' accumulators and
+   emit, per input change, each touched group's values after it.
 
-State: stage 1 the group and arguments of every live input row (removed by its tombstone); stage 2 the
-accumulators of every group with at least one row (a group's state is emptied when its last row leaves).
+State (per bucket, segmented, as a table log: ``state.log_changes``): stage 1 the group and arguments of
+every live input row, removed by its tombstone; stage 2 the accumulators of every group with at least one
+row, removed when its last row leaves. A batch reads and writes the rows and groups it touches.
 """
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -29,16 +34,19 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate
-from .aggregate import AggSpec, _scalar, result_type
-from .state import run_keyed
+from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, result_type
+from .base import LoweringContext
+from .keyed_inputs import BUCKET, bucketed, integral_columns, key_index, restore_integers, take
+from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
-SIGN, ORDER = "__sign", "__order"
+SIGN = "__sign"
 RETRACT, ADD = 0, 1
+ACCUMULATORS = "__accs"  # stage 2's state column: a group's row count and accumulators
 
 
 class TableAggregate:
-    def lower(self, node: Aggregate, df: DataFrame) -> DataFrame:
+    def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         for f, call in node.aggregates:
             if call.name not in UNDOABLE:
                 raise NotYetSupported(f"{call.name} in a GROUP BY over a table (only {', '.join(sorted(UNDOABLE))} can be undone)",
@@ -59,62 +67,91 @@ class TableAggregate:
         args = [s.arg for s in specs if s.arg]
         event_schema = StructType([StructField(c, types[c]) for c in groups + args]
                                   + [StructField(SIGN, IntegerType())] + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB)])
-        events = run_keyed(prepared, row_key, _row_step(row_key, groups, args), event_schema)
+        rows = bucketed(prepared, row_key, ctx.time_buckets)
+        events = run_segmented(rows, BUCKET, row_step(row_key, groups + args, integral_columns(rows, row_key)), event_schema)
 
         out_schema = StructType([StructField(g, types[g]) for g in groups]
                                 + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
                                 + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB)] + [StructField(TOMBSTONE, BooleanType())])
         if not groups:
-            events = events.withColumn("__all", F.lit(0))
-        return run_keyed(events, groups or ["__all"], _group_step(groups, specs, out_schema.fieldNames()), out_schema)
+            events = events.withColumn(GLOBAL, F.lit(0))
+        keys = groups or [GLOBAL]
+        events = bucketed(events, keys, ctx.time_buckets)
+        step = group_step(keys, groups, specs, integral_columns(events, keys), out_schema.fieldNames())
+        return run_segmented(events, BUCKET, step, out_schema)
 
 
-def _row_step(row_key, groups, args):
-    """Stage 1, per input key: a change → retract(old group, old arguments) and add(new ones)."""
-    def step(previous, rows: pd.DataFrame):
-        rows = rows.sort_values([SEQ, SUB], kind="stable")
-        out = []
-        for rec in rows.to_dict("records"):
-            meta = (rec[ROWTIME], rec[SEQ], rec[SUB])
-            if previous is not None:
-                out.append(previous + (RETRACT, *meta))
-            previous = None if rec[TOMBSTONE] else tuple(_scalar(rec[c]) for c in groups + args)
-            if previous is not None:
-                out.append(previous + (ADD, *meta))
-        return pd.DataFrame(out, columns=groups + args + [SIGN, ROWTIME, SEQ, SUB]), previous
+def row_step(row_key: list[str], carried: list[str], integral: list[str]):
+    """Stage 1, per bucket of input keys: every change → retract(previous values) and add(new values)."""
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
+        store = read_table(meta["table"], segments, row_key, carried)
+        deleted = rows[TOMBSTONE].to_numpy(dtype=bool)
+        codes = rows.groupby(row_key, sort=False, dropna=False).ngroup()
+        before = pd.Series(np.arange(len(rows))).groupby(codes.to_numpy()).shift(1).to_numpy()
+        in_batch = ~np.isnan(before)
+        before = np.where(in_batch, before, 0).astype(np.int64)
+        stored = key_index(store, row_key).get_indexer(key_index(rows, row_key)) if len(store) else np.full(len(rows), -1)
+        from_store = ~in_batch & (stored >= 0)
+        retracted, added = np.flatnonzero((in_batch & ~deleted[before]) | from_store), np.flatnonzero(~deleted)
+        events = {c: np.concatenate([np.where(in_batch, take(rows[c].to_numpy(), before, in_batch),
+                                              take(store[c].to_numpy(), stored, from_store))[retracted],
+                                     rows[c].to_numpy(dtype=object)[added]]) for c in carried}
+        events[SIGN] = np.repeat([RETRACT, ADD], [len(retracted), len(added)])
+        for c in (ROWTIME, SEQ, SUB):
+            events[c] = np.concatenate([rows[c].to_numpy()[retracted], rows[c].to_numpy()[added]])
+        changes = rows.drop_duplicates(row_key, keep="last")
+        changes = changes[row_key + carried].assign(**{GONE: changes[TOMBSTONE].to_numpy(dtype=bool)})
+        table = merge_changes(store, changes, row_key)
+        log_changes(meta["table"], segments, changes.reset_index(drop=True), table)
+        meta["rows"] = len(table)
+        return pd.DataFrame(events), meta
 
     return step
 
 
-def _group_step(groups, specs: list[AggSpec], out_names):
-    """Stage 2, per group: undoable accumulators; one output per input change."""
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"rows": 0, "accs": [_empty(s) for s in specs]}
-        rows = rows.sort_values([SEQ, SUB, SIGN], kind="stable")
-        out = []
-        records = rows.to_dict("records")
-        for i, rec in enumerate(records):
-            sign = 1 if rec[SIGN] == ADD else -1
-            saved["rows"] += sign
-            for s, acc in zip(specs, saved["accs"]):
-                _apply(s, acc, _scalar(rec[s.arg]) if s.arg else 1, sign)
-            nxt = records[i + 1] if i + 1 < len(records) else None
-            if nxt is not None and (nxt[SEQ], nxt[SUB]) == (rec[SEQ], rec[SUB]):
+def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str]):
+    """Stage 2, per bucket of groups: undoable accumulators; one output per input change and group."""
+    def step(meta, events: pd.DataFrame, segments):
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        events = restore_integers(events, integral).sort_values([SEQ, SUB, SIGN], kind="stable").reset_index(drop=True)
+        store = read_table(meta["table"], segments, keys, [ACCUMULATORS])
+        codes = events.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        heads = events.iloc[_first_rows(codes)].reset_index(drop=True)  # one row per group, in the order of ``codes``
+        found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
+        saved = [copy.deepcopy(store[ACCUMULATORS].iat[i]) if i >= 0 else _new(specs) for i in found]
+        signs = np.where(events[SIGN].to_numpy() == ADD, 1, -1).tolist()
+        order = list(zip(events[SEQ].tolist(), events[SUB].tolist()))
+        args = [events[s.arg].tolist() if s.arg else None for s in specs]
+        out_rows, results = [], []
+        for j, g in enumerate(codes):
+            state = saved[g]
+            state["rows"] += signs[j]
+            for s, acc, values in zip(specs, state["accs"], args):
+                _apply(s, acc, _scalar(values[j]) if values is not None else 1, signs[j])
+            if j + 1 < len(codes) and codes[j + 1] == g and order[j + 1] == order[j]:
                 continue  # the same change also adds to this group: one update after both
-            values = {g: _scalar(rec[g]) for g in groups}
-            alive = saved["rows"] > 0
-            values.update({s.out: _result(s, acc) if alive else None for s, acc in zip(specs, saved["accs"])})
-            values.update({ROWTIME: rec[ROWTIME], SEQ: rec[SEQ], SUB: rec[SUB], TOMBSTONE: not alive})
-            out.append(values)
+            alive = state["rows"] > 0
+            out_rows.append(j)
+            results.append([_result(s, acc) if alive else None for s, acc in zip(specs, state["accs"])] + [not alive])
             if not alive:
-                saved["accs"] = [_empty(s) for s in specs]
-        return pd.DataFrame(out, columns=out_names), saved
+                saved[g] = _new(specs)
+        picked = events.iloc[out_rows].reset_index(drop=True)
+        out = pd.DataFrame(results, columns=[s.out for s in specs] + [TOMBSTONE])
+        for c in groups + [ROWTIME, SEQ, SUB]:
+            out[c] = picked[c].to_numpy()
+        changes = heads[keys].assign(**{ACCUMULATORS: saved, GONE: [state["rows"] <= 0 for state in saved]})
+        table = merge_changes(store, changes, keys)
+        log_changes(meta["table"], segments, changes, table)
+        meta["rows"] = len(table)
+        return out[out_names], meta
 
     return step
 
 
-def _empty(s: AggSpec) -> dict:
-    return {"n": 0, "total": 0, "values": Counter()}
+def _new(specs: list[AggSpec]) -> dict:
+    return {"rows": 0, "accs": [{"n": 0, "total": 0, "values": Counter()} for _ in specs]}
 
 
 def _apply(s: AggSpec, acc: dict, value: Any, sign: int) -> None:
