@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from streamjoin.operators import regular, temporal
+from streamjoin.operators import state as state_module
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.operators.stream_stream import Window, _bucket_processor
 from tests.operators.segmented import as_step
@@ -69,13 +70,18 @@ def narrow_interval_step(join_type):
     return interval_step(join_type, width=2)  # records spread over many segments
 
 
-def temporal_step(join_type):
-    return temporal._bucket_step(["__k0"], [], ["lv"], ["rv"], ["jk"], join_type == "LEFT")
+def temporal_step(join_type, cold=False):
+    return as_step(temporal._bucket_step(["__k0"], [], ["lv"], ["rv"], ["jk"], join_type == "LEFT"), cold)
+
+
+def cold_temporal_step(join_type):
+    return temporal_step(join_type, cold=True)  # every batch replays the base from its log
 
 
 STEPS = [(name, make, t) for name, make in (("interval", interval_step), ("interval-narrow", narrow_interval_step))
          for t in ("INNER", "LEFT", "RIGHT", "FULL")] + [
-    ("temporal", temporal_step, t) for t in ("INNER", "LEFT")]
+    (name, make, t) for name, make in (("temporal", temporal_step), ("temporal-cold", cold_temporal_step))
+    for t in ("INNER", "LEFT")]
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -109,10 +115,14 @@ def test_state_is_purged_by_the_watermark(name, make, join_type):
         meta, segments = state
         stored = pd.concat(segments.frames.values())
         assert set(np.asarray(stored["__k0"])) <= {"z"} and meta["rows"] == len(stored)
-    else:
-        stored = state["store"]  # per key only the version valid at the watermark is still reachable
-        assert stored.groupby("__k0").size().max() == 1
-        assert len(state["waiting"]) <= 1  # only the last stream record, at the watermark itself
+    else:  # per key only the version valid at the watermark (the base), and the versions after it
+        meta, segments = state
+        pending = segments.frames.get(temporal.PENDING, pd.DataFrame(columns=["__k0"]))
+        waiting = segments.frames.get(temporal.WAITING, pd.DataFrame(columns=["__k0"]))
+        assert set(np.asarray(pending.iloc[:, 0])) <= {"z"}  # the tail's version, after the watermark
+        assert len(waiting) <= 1  # only the last stream record, at the watermark itself
+        base = state_module.read_table(meta["table"], segments, ["__k0"], ["rv"])
+        assert base["__k0"].is_unique and meta["rows"] == len(base) + len(pending) + len(waiting)
 
 
 # ------------------------------------------------------------------ regular join of two upsert tables

@@ -15,14 +15,20 @@ versions it had not yet cleaned up, which depends on timing). ``FOR SYSTEM_TIME 
 attribute is the latest version as of ingestion order: the stream-table join (``operators.stream_table``).
 
 Algorithm: both inputs are unioned and grouped by a hash bucket of the join key, with one tick row per
-bucket carrying the batch-end watermark. In each bucket a micro-batch appends its versions to the stored
-ones, takes the waiting records whose time the batch-end watermark passed and looks them up with an as-of
-merge on (key, time).
+bucket carrying the batch-end watermark ``W``. In each bucket a micro-batch adds its versions to the
+*pending* ones and its stream records to the *waiting* ones, looks the waiting records whose time ``W``
+passed up (the latest pending version at or before their time, by an as-of merge on key and time, else
+the key's *base* row), then folds every pending version at or before ``W`` into the base: per key the
+latest of them replaces the base row, or removes it if it is a delete.
 
-State (per bucket, one pickled value): the versions still reachable and the stream records waiting for
-the watermark, and the counts of dropped records. Purge: once the watermark is ``W``, every later lookup
-is at a time ``>= W``, so for each key only the latest version at or before ``W`` (if it is not a delete)
-and the versions after ``W`` are kept; a waiting record leaves state when it is emitted.
+State (per bucket, segmented: ``operators.state``): the base — per key the version valid at the
+watermark, if it is not a delete; a table log of change chunks (``state.log_changes``), so a batch writes
+only the keys whose base it changed; the pending versions (after the watermark) and the waiting records,
+one segment each; and, in the bucket's meta value, the earliest time among each of those two, the counts
+of dropped records and of rows held. A batch with nothing new whose watermark reaches neither earliest
+time reads and writes nothing. Purge: a waiting record leaves when it is emitted; a pending version
+leaves for the base when the watermark passes it; a base row is replaced by its key's next version, or
+removed by a delete. Every lookup after watermark ``W`` is at a time ``>= W``, so nothing else is needed.
 """
 from __future__ import annotations
 
@@ -34,10 +40,10 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_names, payload,
-    restore_integers, tag_side, take, tick_rows,
+    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
+    key_names, payload, restore_integers, tag_side, take, tick_rows,
 )
-from .state import run_bucketed
+from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, VERSION = 0, 1
@@ -63,60 +69,103 @@ class TemporalJoin:
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key),
                             join.join_type == "LEFT")
-        return run_bucketed(data, BUCKET, step, schema)
+        return run_segmented(data, BUCKET, step, schema)
+
+
+PENDING, WAITING = -1, -2  # segment numbers (the base's change chunks are numbered from 0)
+EARLIEST = {PENDING: "pending_from", WAITING: "waiting_from"}  # in meta: the earliest time in each, None if empty
 
 
 def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool):
     version_cols = keys + [ROWTIME, ORD, ALIVE] + table_cols
     waiting_cols = keys + [ROWTIME, SEQ, SUB, OK] + stream_cols
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=version_cols), "waiting": pd.DataFrame(columns=waiting_cols),
-                          "ord": 0, "dropped": {}}
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "base_rows": 0, "ord": 0, "dropped": {}, "rows": 0,
+                        **{name: None for name in EARLIEST.values()}}
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         clock = clock_values(rows[STREAM_TIME])
+        end = int(clock[-1]) if len(clock) else NO_TIME  # clock is sorted
         data = restore_integers(rows[rows[SIDE] != TICK].copy(), integral_keys)
         times = data[ROWTIME].to_numpy(dtype=float)  # NaN: a record without an event time
         no_time = np.isnan(times)
         late = ~no_time & (times < clock_values(data[STREAM_TIME]))
-        count_dropped(saved, "late", late.sum())
-        count_dropped(saved, "no_time", no_time.sum())
+        count_dropped(meta, "late", late.sum())
+        count_dropped(meta, "no_time", no_time.sum())
         usable = ~late & ~no_time
         null_key = data[NULL_KEY].to_numpy(dtype=bool)
         is_version = data[SIDE].to_numpy() == VERSION
-        count_dropped(saved, "null_key", (usable & null_key & (is_version | (not outer))).sum())
+        count_dropped(meta, "null_key", (usable & null_key & (is_version | (not outer))).sum())
 
         versions = data[usable & is_version & ~null_key].copy()
-        versions[ORD] = saved["ord"] + np.arange(len(versions), dtype=np.int64)
-        versions[ALIVE] = versions[OK].to_numpy(dtype=bool) & ~versions[DELETE].to_numpy(dtype=bool)
-        saved["ord"] += len(versions)
-        store = _concat(saved["store"], versions[version_cols])
-
         arriving = data[usable & ~is_version & (outer | ~null_key)].copy()  # LEFT: a null key waits, to be padded
+        if not len(versions) and not len(arriving) and not any(
+                meta[name] is not None and meta[name] <= end for name in EARLIEST.values()):
+            return pd.DataFrame(), meta  # nothing new, nothing due: no state read
+        versions[ORD] = meta["ord"] + np.arange(len(versions), dtype=np.int64)
+        versions[ALIVE] = versions[OK].to_numpy(dtype=bool) & ~versions[DELETE].to_numpy(dtype=bool)
+        meta["ord"] += len(versions)
         arriving[OK] = arriving[OK].to_numpy(dtype=bool) & ~arriving[NULL_KEY].to_numpy(dtype=bool)
-        waiting = _concat(saved["waiting"], arriving[waiting_cols])
-        due = waiting[ROWTIME].to_numpy(dtype=np.int64) < (clock[-1] if len(clock) else NO_TIME)  # clock is sorted
-        out = _emit(waiting[due], rows, store, keys, stream_cols, table_cols, key_ids, outer)
-        saved["waiting"] = waiting[~due].reset_index(drop=True)
-        saved["store"] = _purge(store, keys, int(clock[-1]) if len(clock) else NO_TIME)
-        saved["rows"] = len(saved["store"]) + len(saved["waiting"])
-        return out, saved
+        pending = _concat(_part(meta, segments, PENDING, version_cols), versions[version_cols])
+        waiting = _concat(_part(meta, segments, WAITING, waiting_cols), arriving[waiting_cols])
+
+        due = waiting[ROWTIME].to_numpy(dtype=np.int64) < end
+        folded = pending[ROWTIME].to_numpy(dtype=np.int64) <= end
+        base = read_table(meta["table"], segments, keys, table_cols) if due.any() or folded.any() else None
+        out = _emit(waiting[due], rows, base, pending, keys, stream_cols, table_cols, key_ids, outer)
+        if folded.any():
+            changes = pending[folded].sort_values([ROWTIME, ORD], kind="stable").drop_duplicates(keys, keep="last")
+            changes = changes[keys + table_cols].assign(**{GONE: ~changes[ALIVE].to_numpy(dtype=bool)})
+            table = merge_changes(base, changes.reset_index(drop=True), keys)
+            log_changes(meta["table"], segments, changes.reset_index(drop=True), table)
+            meta["base_rows"] = len(table)
+        _keep_part(meta, segments, PENDING, pending[~folded], len(versions) or folded.any())
+        _keep_part(meta, segments, WAITING, waiting[~due], len(arriving) or due.any())
+        meta["rows"] = meta["base_rows"] + len(pending) - int(folded.sum()) + len(waiting) - int(due.sum())
+        return out, meta
 
     return step
 
 
-def _emit(due: pd.DataFrame, rows: pd.DataFrame, store: pd.DataFrame, keys, stream_cols,
+def _part(meta, segments, part: int, columns) -> pd.DataFrame:
+    """The pending versions or the waiting records (``part``), an empty frame when there are none."""
+    if meta[EARLIEST[part]] is None:
+        return pd.DataFrame(columns=columns)
+    return segments.get(part).set_axis(columns, axis=1)  # by position: see stream_stream's reading of its segments
+
+
+def _keep_part(meta, segments, part: int, frame: pd.DataFrame, changed) -> None:
+    """Store what remains of a part (when the batch changed it) and its earliest time."""
+    if not changed:
+        return
+    if len(frame):
+        segments.put(part, frame.reset_index(drop=True))
+        meta[EARLIEST[part]] = int(frame[ROWTIME].to_numpy(dtype=np.int64).min())
+    elif meta[EARLIEST[part]] is not None:
+        segments.remove(part)
+        meta[EARLIEST[part]] = None
+
+
+def _emit(due: pd.DataFrame, rows: pd.DataFrame, base, pending: pd.DataFrame, keys, stream_cols,
           table_cols, key_ids, outer: bool) -> pd.DataFrame:
-    """Join the due stream records with the version valid at their time, in the order they fall due."""
+    """Join the due stream records with the version valid at their time, in the order they fall due: the
+    latest pending version at or before it, else the key's base row."""
     if not len(due):
         return pd.DataFrame()
     due = due.sort_values([ROWTIME, SEQ, SUB], kind="stable").reset_index(drop=True)
-    found = _as_of(due, store, keys)
-    matched = due[OK].to_numpy(dtype=bool) & (found >= 0)
-    matched[matched] = store[ALIVE].to_numpy(dtype=bool)[found[matched]]
+    ok = due[OK].to_numpy(dtype=bool)
+    found = _as_of(due, pending, keys)
+    in_pending = found >= 0
+    alive = np.zeros(len(due), dtype=bool)
+    alive[in_pending] = pending[ALIVE].to_numpy(dtype=bool)[found[in_pending]]
+    at = key_index(base, keys).get_indexer(key_index(due, keys)) if len(base) else np.full(len(due), -1)
+    in_base = ~in_pending & (at >= 0)
+    matched = ok & ((in_pending & alive) | in_base)
     out = pd.DataFrame({c: due[c].to_numpy() for c in stream_cols})
     for c in table_cols:
-        out[c] = take(store[c].to_numpy(), found, matched)
+        out[c] = np.where(in_pending, take(pending[c].to_numpy(), found, matched & in_pending),
+                          take(base[c].to_numpy(), at, matched & in_base)) if len(base) else \
+            take(pending[c].to_numpy(), found, matched)
     for jk, k in zip(key_ids, keys):
         out[jk] = due[k].to_numpy()
     # Every record due in this batch leaves at the batch's end (its tick), ordered by (time, ingestion order):
@@ -146,22 +195,6 @@ def _as_of(due: pd.DataFrame, store: pd.DataFrame, keys) -> np.ndarray:
     hit = merged["__at"].notna().to_numpy()
     found[merged["__row"].to_numpy()[hit]] = merged["__at"].to_numpy()[hit].astype(np.int64)
     return found
-
-
-def _purge(store: pd.DataFrame, keys, watermark: int) -> pd.DataFrame:
-    """Keep, per key, the latest version at or before the watermark (unless it is a delete) and every later one."""
-    if not len(store) or watermark == NO_TIME:
-        return store
-    store = store.sort_values(keys + [ROWTIME, ORD], kind="stable").reset_index(drop=True)
-    base = store[ROWTIME].to_numpy(dtype=np.int64) <= watermark
-    same_key_next = np.ones(len(store), dtype=bool)
-    for k in keys:
-        values = store[k].to_numpy()
-        same_key_next[:-1] &= values[1:] == values[:-1]
-    same_key_next[-1] = False
-    last_base = base & ~(same_key_next & np.append(base[1:], False))
-    keep = ~base | (last_base & store[ALIVE].to_numpy(dtype=bool))
-    return store[keep].reset_index(drop=True)
 
 
 def _concat(stored: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
