@@ -149,3 +149,12 @@ def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, col
         latest[g] = None if tombstone else (n, total, low)
     assert {g: v for g, v in latest.items() if v is not None} == final_groups(frame)
     assert run(both, frame, [])[1][1][0]["rows"] == len(final_groups(frame))  # an emptied group leaves state
+
+
+def test_ksqldb_drops_a_record_whose_group_is_null_and_counts_it():
+    step = as_step(aggregate.bucket_step(["g"], ["g"], SPECS, ["__arg0"], OUT, drop_null_groups=True))
+    frame = stream_input(0)
+    out, (meta, _) = run(step, frame, [10, 40])
+    nulls = int(frame["g"].isna().sum())
+    assert nulls and meta["dropped"]["null_key"] == nulls
+    assert len(out) == len(frame) - nulls and all(row[0] is not None for row in out)

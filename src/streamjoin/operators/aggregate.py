@@ -14,6 +14,9 @@ accumulator per aggregate — as a log of change chunks holding the groups a bat
 (``state.log_changes``); the bucket's meta value counts the groups. A batch reads the accumulators of its
 own groups only (from the worker's cached table, else the chunks replayed) and writes only those. Never
 purged: an unwindowed aggregate needs every group forever (as in ksqlDB).
+
+A record whose grouping value is null is dropped and counted, as ksqlDB (and Kafka Streams, under Lenses)
+excludes it; Flink's GROUP BY keeps it, in the NULL group.
 """
 from __future__ import annotations
 
@@ -29,9 +32,9 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, Long
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate
+from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import LoweringContext
-from .keyed_inputs import BUCKET, bucketed, integral_columns, key_index, restore_integers
+from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers
 from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
@@ -138,17 +141,24 @@ class AggregateOperator:
         keys = group_ids or [GLOBAL]
         data = bucketed(prepared, keys, ctx.time_buckets)
         step = bucket_step(keys, group_ids, specs, integral_columns(data, keys + [s.arg for s in specs if s.arg]),
-                           output_schema.fieldNames())
+                           output_schema.fieldNames(), drop_null_groups=naming_style(node) != "flink")
         return run_segmented(data, BUCKET, step, output_schema)
 
 
-def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str]):
+def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str],
+                drop_null_groups: bool = False):
     """The per-bucket step over segmented state: the groups' accumulators are a table log keyed by ``keys``
-    (``state.read_table``), one accumulator column ``__acc<i>`` per aggregate."""
+    (``state.read_table``), one accumulator column ``__acc<i>`` per aggregate. ``drop_null_groups``: a record
+    with a null grouping value is dropped and counted (``null_key``), as ksqlDB and Kafka Streams exclude it;
+    Flink groups it under NULL."""
     accs = [f"__acc{i}" for i in range(len(specs))]
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        if drop_null_groups and group_ids:
+            null_group = rows[group_ids].isna().any(axis=1).to_numpy()
+            count_dropped(meta, "null_key", null_group.sum())
+            rows = rows[~null_group]
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, accs)
         codes = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
@@ -179,6 +189,8 @@ def accumulate(spec: AggSpec, values: pd.Series | None, codes: np.ndarray, prior
     vectorised = _cumulative(spec, values, codes, prior, integral)
     if vectorised is not None:
         return vectorised
+    if values is not None and integral and values.dtype.kind == "f":  # nulls made it float: whole numbers again
+        values = pd.Series([None if v != v else int(v) for v in values.to_numpy()], dtype=object)
     accs = [set(a) if isinstance(a, set) else a for a in prior]  # copies: stored sets are shared with the cache
     results = np.empty(len(codes), dtype=object)
     for j, (g, v) in enumerate(zip(codes, values if values is not None else np.ones(len(codes), dtype=object))):

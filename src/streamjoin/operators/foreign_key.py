@@ -21,9 +21,11 @@ Algorithm: three keyed stages, as Kafka Streams' subscription/response design, e
 The events of one input record carry its ingestion order and are numbered leave-before-join, so the output
 order does not depend on batch cuts.
 
-State (per bucket, pickled in Spark's state store): stage 1 child key → foreign key of every live child;
-stage 2 every live parent row and every live child row under its foreign key; stage 3 the set of live
-result keys. A tombstone removes its row from each stage at once.
+State (per bucket, segmented: ``operators.state``; each a table log, ``state.log_changes``): stage 1
+child key → foreign key of every live child; stage 2 every live parent row, and every live child row
+under its foreign key; stage 3 the set of live result keys. A batch reads the rows of the keys it
+touches (from the worker's cached tables, else the logs replayed), runs its records through them in
+ingestion order, and logs what changed. A tombstone removes its row from each stage at once.
 """
 from __future__ import annotations
 
@@ -42,11 +44,13 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_names, payload, restore_integers,
     tag_side,
 )
-from .state import run_bucketed
+from .state import as_changes, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
 
 EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
 SUB_STRIDE = 1_000_000  # output _sub = event kind * stride + position among the record's results
+TIME = "__time"  # in stage 2's state: the time of a row's last change
+CHILD_SEGMENTS = 1 << 40  # stage 2 keeps two table logs; the children's segments are numbered from here
 META = (ROWTIME, SEQ, SUB, STREAM_TIME)
 
 
@@ -69,7 +73,7 @@ class ForeignKeyJoin:
             [StructField(c, types[c]) for c in child_cols + keys] + [StructField(EVENT, IntegerType()), StructField(OK, BooleanType())]
             + [StructField(c, LongType()) for c in META])
         integral = integral_columns(children, child_key + keys)
-        events = run_bucketed(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema)
+        events = run_segmented(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema)
 
         parents = tag_side(parent, 1, parent_side.keys, parent_side.filter, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
         both = bucketed(events.unionByName(parents, allowMissingColumns=True), keys, buckets)
@@ -80,18 +84,20 @@ class ForeignKeyJoin:
             + [StructField(c, LongType()) for c in META] + [StructField(TOMBSTONE, BooleanType())])
         step = _parent_step(child_key, keys, child_cols, parent_cols, list(join.join_key), child_outer, parent_outer,
                             integral_columns(both, child_key + keys))
-        results = run_bucketed(both, BUCKET, step, result_schema)
+        results = run_segmented(both, BUCKET, step, result_schema)
 
         out_key = list(join.key)
-        return run_bucketed(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema)
+        return run_segmented(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema)
 
 
 def _subscribe_step(child_key, keys, child_cols, integral):
     """Stage 1, per child-key bucket: child changes → leave/join events routed by foreign key."""
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": {}, "dropped": {}}
-        pointers: dict = saved["store"]  # child key -> the foreign key it points at
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable")
+        stored = read_table(meta["table"], segments, child_key, keys)
+        pointers = _as_dict(rows_for(stored, child_key, rows), child_key, keys)  # child key -> its foreign key
+        loaded = set(pointers)
         out: list[tuple] = []
         pks = rows[child_key].itertuples(index=False, name=None)
         fks = rows[keys].itertuples(index=False, name=None)
@@ -100,24 +106,36 @@ def _subscribe_step(child_key, keys, child_cols, integral):
                     *[rows[c].to_numpy() for c in META])
         empty = (None,) * len(child_cols)
         positions = [child_cols.index(k) for k in child_key]
-        for pk, fk, value, (deleted, ok, *meta) in zip(pks, fks, values, flags):
+        for pk, fk, value, (deleted, ok, *meta_values) in zip(pks, fks, values, flags):
             pk, fk = _clean(pk), _clean(fk)
             if any(v is None for v in pk):
-                count_dropped(saved, "null_key", 1)
+                count_dropped(meta, "null_key", 1)
                 continue
             had = pk in pointers
             key_only = _with_key(empty, positions, pk)
             if deleted:
                 if had:
-                    out.append(key_only + pointers.pop(pk) + (LEAVE_DELETED, False, *meta))
+                    out.append(key_only + pointers.pop(pk) + (LEAVE_DELETED, False, *meta_values))
                 continue
             if had and pointers[pk] != fk:
-                out.append(key_only + pointers[pk] + (LEAVE_MOVED, False, *meta))
-            out.append(tuple(value) + tuple(fk) + (JOIN, bool(ok), *meta))
+                out.append(key_only + pointers[pk] + (LEAVE_MOVED, False, *meta_values))
+            out.append(tuple(value) + tuple(fk) + (JOIN, bool(ok), *meta_values))
             pointers[pk] = fk
-        return pd.DataFrame(out, columns=child_cols + keys + [EVENT, OK, *META]), saved
+        _log(meta["table"], segments, stored, as_changes(pointers, loaded, child_key, keys), child_key)
+        meta["rows"] = len(segments.memo["table"])
+        return pd.DataFrame(out, columns=child_cols + keys + [EVENT, OK, *META]), meta
 
     return step
+
+
+def _as_dict(rows: pd.DataFrame, keys: list[str], columns: list[str]) -> dict:
+    """Table rows as {key tuple: tuple of ``columns``}, nulls as None."""
+    values = rows[columns].itertuples(index=False, name=None) if columns else iter(lambda: (), None)
+    return {_clean(key): tuple(row) for key, row in zip(rows[keys].itertuples(index=False, name=None), values)}
+
+
+def _log(log: dict, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys: list[str]) -> None:
+    log_changes(log, segments, changes, merge_changes(stored, changes, keys))
 
 
 def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer, parent_outer, integral):
@@ -125,11 +143,21 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
     no_child, no_parent = (None,) * len(child_cols), (None,) * len(parent_cols)
     positions = [child_cols.index(k) for k in child_key]
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": {}, "children": {}, "dropped": {}}
-        parents: dict = saved["store"]  # parent key -> (columns, time)
-        children: dict = saved["children"]  # parent key -> {child key -> (columns, time, matches)}
+    pk_names = [f"__pk{i}" for i in range(len(child_key))]
+
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"parents": new_table_log("parents"), "children": new_table_log("children", CHILD_SEGMENTS),
+                        "dropped": {}, "rows": 0}
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB, EVENT], kind="stable")
+        stored_parents = read_table(meta["parents"], segments, keys, parent_cols + [TIME])
+        stored_children = read_table(meta["children"], segments, keys + pk_names, child_cols + [TIME, OK])
+        parents = {k: (v[:-1], v[-1]) for k, v in  # parent key -> (columns, time)
+                   _as_dict(rows_for(stored_parents, keys, rows), keys, parent_cols + [TIME]).items()}
+        loaded_children = _as_dict(rows_for(stored_children, keys, rows), keys + pk_names, child_cols + [TIME, OK])
+        children: dict = {}  # parent key -> {child key -> (columns, time, matches)}
+        for key, values in loaded_children.items():
+            children.setdefault(key[:len(keys)], {})[key[len(keys):]] = (values[:-2], int(values[-2]), bool(values[-1]))
+        loaded_parents = set(parents)
         out: list[tuple] = []
         fks = rows[keys].itertuples(index=False, name=None)
         child_values = rows[child_cols].itertuples(index=False, name=None)
@@ -163,7 +191,7 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
 
             if event == PARENT_CHANGE:
                 if null_key == True:  # noqa: E712 - None on events
-                    count_dropped(saved, "null_key", 1)
+                    count_dropped(meta, "null_key", 1)
                     continue
                 if deleted or not ok:
                     parents.pop(fk, None)
@@ -186,31 +214,40 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
             if parent_outer:
                 parent_only()
             out.extend(emitted)
-        saved["rows"] = len(parents) + sum(len(k) for k in children.values())
+        _log(meta["parents"], segments, stored_parents,
+             as_changes({k: (*v[0], v[1]) for k, v in parents.items()}, loaded_parents, keys, parent_cols + [TIME]), keys)
+        flat = {fk + pk: (*row, time, ok) for fk, kids in children.items() for pk, (row, time, ok) in kids.items()}
+        _log(meta["children"], segments, stored_children,
+             as_changes(flat, loaded_children, keys + pk_names, child_cols + [TIME, OK]), keys + pk_names)
+        meta["rows"] = len(segments.memo["parents"]) + len(segments.memo["children"])
         columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE]
-        return pd.DataFrame(out, columns=columns), saved
+        return pd.DataFrame(out, columns=columns), meta
 
     return step
 
 
 def _resolve_step(out_key):
     """Stage 3, per result-key bucket: the last event per key and record wins; tombstones only for live keys."""
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": set(), "dropped": {}}
-        live: set = saved["store"]
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = rows.sort_values([SEQ, SUB], kind="stable")
         last = rows.drop_duplicates(out_key + [SEQ], keep="last")
+        stored = read_table(meta["table"], segments, out_key, [])
+        live = _as_dict(rows_for(stored, out_key, last), out_key, [])
+        loaded = set(live)
         keep = np.zeros(len(last), dtype=bool)
         for i, (key, tombstone) in enumerate(zip(last[out_key].itertuples(index=False, name=None),
                                                  last[TOMBSTONE].to_numpy(dtype=bool))):
             key = _clean(key)
             if not tombstone:
-                live.add(key)
+                live[key] = ()
                 keep[i] = True
             elif key in live:
-                live.discard(key)
+                del live[key]
                 keep[i] = True
-        return last[keep], saved
+        _log(meta["table"], segments, stored, as_changes(live, loaded, out_key, []), out_key)
+        meta["rows"] = len(segments.memo["table"])
+        return last[keep], meta
 
     return step
 

@@ -21,9 +21,12 @@ primary key that turns each change into "retract the old row" (routed to the old
 new row". The second stage is keyed by a hash bucket of the join key and applies the changes of both sides
 in ingestion order, record at a time.
 
-State: stage 1 — per primary key, the row's current values and join key; stage 2 — per join key, every
-live row of both sides with its identity and the clock of its last change; plus the counts of dropped
-records. A row leaves state when it is deleted or replaced, or when its TTL expires.
+State (per bucket, segmented: ``operators.state``; each stage a table log, ``state.log_changes``): stage 1 —
+per primary key, the row's current values and join key; stage 2 — per (join key, side, row identity), every
+live row of both sides and the clock of its last change; plus the counts of dropped records. A batch reads
+the rows of the keys it touches (from the worker's cached table, else the log replayed) and logs what
+changed. A row leaves state when it is deleted or replaced, or when its TTL expires (a vectorised pass over
+the table, with a TTL only).
 """
 from __future__ import annotations
 
@@ -39,10 +42,10 @@ from .base import LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side,
 )
-from .state import run_bucketed
+from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
 
 LEFT, RIGHT = 0, 1
-RETRACT, ROW_ID = "__retract", "__row_id"
+RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
 TTL_PROPERTY = "table.exec.state.ttl"
 UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
             "second": 1000, "seconds": 1000, "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000,
@@ -71,7 +74,7 @@ class RegularJoin:
         identities = _identities(join, row_ids)
         step = _join_step(keys, left_cols, right_cols, list(join.join_key), identities, join.join_type, ttl,
                           schema.fieldNames())
-        return run_bucketed(data, BUCKET, step, schema)
+        return run_segmented(data, BUCKET, step, schema)
 
 
 def parse_duration(text) -> int | None:
@@ -112,16 +115,21 @@ def _changes(tagged: DataFrame, node: PlanNode, keys, ctx: LoweringContext, ttl)
            StructField(ROW_ID, StringType())]
         + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     )
-    return run_bucketed(by_pk, BUCKET, _versions_step(cols, keys, ttl, schema.fieldNames()), schema)
+    return run_segmented(by_pk, BUCKET, _versions_step(cols, keys, ttl, schema.fieldNames()), schema)
 
 
 def _versions_step(cols, keys, ttl, out_names):
     carried = cols + keys + [OK]
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": {}, "dropped": {}}
-        store = saved["store"]  # row id -> (values of ``carried``, clock of its last change)
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = rows.sort_values([SEQ, SUB], kind="stable")
+        stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
+        ids = pd.unique(rows[ROW_ID].to_numpy())
+        at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(ids), -1)
+        columns = [stored[c].to_numpy() for c in carried + [CLOCK]]
+        store = {row_id: (tuple(column[i] for column in columns[:-1]), int(columns[-1][i]))
+                 for row_id, i in zip(ids, at) if i >= 0}  # row id -> (values of ``carried``, clock of its last change)
         out = []
         for rec in rows.to_dict("records"):
             row_id, clock = rec[ROW_ID], _clock(rec[STREAM_TIME])
@@ -134,11 +142,27 @@ def _versions_step(cols, keys, ttl, out_names):
                 store[row_id] = (values, clock)
                 out.append({**dict(zip(carried, values)), **_meta(rec, 2 * rec[SUB] + 1), RETRACT: False,
                             ROW_ID: row_id, SIDE: rec[SIDE]})
-        _purge(store, lambda entry: entry[1], _clock(rows[STREAM_TIME].max()), ttl)
-        saved["rows"] = len(store)
-        return pd.DataFrame(out, columns=out_names), saved
+        changes = pd.DataFrame([(row_id, *store[row_id][0], store[row_id][1], False) if row_id in store else
+                                (row_id, *[None] * len(carried), NO_TIME, True) for row_id in ids],
+                               columns=[ROW_ID] + carried + [CLOCK, GONE])
+        _save(meta, segments, stored, changes, [ROW_ID], _clock(rows[STREAM_TIME].max()), ttl)
+        return pd.DataFrame(out, columns=out_names), meta
 
     return step
+
+
+def _save(meta, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys, clock: int, ttl) -> None:
+    """Log a batch's changes to a table of rows with a ``CLOCK`` column (``state.log_changes``), and remove
+    the rows whose TTL expired by ``clock``."""
+    table = merge_changes(stored, changes, keys)
+    if ttl is not None and clock != NO_TIME and len(table):
+        expired = table[CLOCK].to_numpy(dtype=np.int64) < clock - ttl
+        if expired.any():
+            gone = table[expired].assign(**{GONE: True})
+            changes = pd.concat([changes[~key_index(changes, keys).isin(key_index(gone, keys))], gone], ignore_index=True)
+            table = table[~expired].reset_index(drop=True)
+    log_changes(meta["table"], segments, changes, table)
+    meta["rows"] = len(table)
 
 
 def _meta(rec, sub):
@@ -154,21 +178,19 @@ def _alive(last_change: int, clock: int, ttl) -> bool:
     return ttl is None or clock == NO_TIME or last_change >= clock - ttl
 
 
-def _purge(store: dict, last_change, clock: int, ttl) -> None:
-    for row_id in [r for r, entry in store.items() if not _alive(last_change(entry), clock, ttl)]:
-        del store[row_id]
-
-
 def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names):
     outer = {LEFT: join_type in ("LEFT", "FULL"), RIGHT: join_type in ("RIGHT", "FULL")}
     cols = {LEFT: left_cols, RIGHT: right_cols}
 
     absent_identities = {column: None for kind, column in identities if kind == "row" and column}
 
-    def new_entry(side, rec) -> dict:
+    def identity(side, row_id) -> dict:
         kind, column = identities[side]
+        return {column: row_id} if kind == "row" and column else {}
+
+    def new_entry(side, rec) -> dict:
         return {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
-                "identity": {column: rec[ROW_ID]} if kind == "row" and column else {}, "clock": _clock(rec[STREAM_TIME])}
+                "identity": identity(side, rec[ROW_ID]), "clock": _clock(rec[STREAM_TIME])}
 
     def result(l_entry, r_entry, key, retract: bool, rec, sub) -> dict:
         row = {TOMBSTONE: retract, **_meta(rec, sub), **dict(zip(key_ids, key)), **absent_identities}
@@ -210,11 +232,40 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         if not retract:
             group[side][entry["id"]] = entry
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"groups": {}, "dropped": {}}
-        groups = saved["groups"]  # join key -> {side: {row id: entry}}
+    stored_key = keys + [SIDE, ROW_ID]
+    stored_cols = [OK, CLOCK] + left_cols + right_cols
+
+    def load(stored: pd.DataFrame, rows: pd.DataFrame) -> dict:
+        """The stored rows of the batch's join keys: join key -> {side: {row id: entry}}."""
+        groups: dict = {}
+        for rec in rows_for(stored, keys, rows).to_dict("records"):
+            side = int(rec[SIDE])
+            entry = {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
+                     "identity": identity(side, rec[ROW_ID]), "clock": int(rec[CLOCK])}
+            groups.setdefault(_group_key(rec, keys), {LEFT: {}, RIGHT: {}})[side][entry["id"]] = entry
+        return groups
+
+    def unload(loaded: set, groups: dict) -> pd.DataFrame:
+        """The batch's changes to the stored rows: every row of its join keys, and a removal of each loaded
+        row that is gone."""
+        records, kept = [], set()
+        for key, group in groups.items():
+            for side in (LEFT, RIGHT):
+                for entry in group[side].values():
+                    kept.add((key, side, entry["id"]))
+                    values = [entry["values"].get(c) for c in left_cols + right_cols]
+                    records.append((*key, side, entry["id"], entry["ok"], entry["clock"], *values, False))
+        for key, side, row_id in loaded - kept:
+            records.append((*key, side, row_id, False, NO_TIME, *[None] * (len(left_cols) + len(right_cols)), True))
+        return pd.DataFrame(records, columns=stored_key + stored_cols + [GONE])
+
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2)
         rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable")
+        stored = read_table(meta["table"], segments, stored_key, stored_cols)
+        groups = load(stored, rows)  # join key -> {side: {row id: entry}}
+        loaded = {(key, side, row_id) for key, group in groups.items() for side in (LEFT, RIGHT) for row_id in group[side]}
         out, changes, current, last = [], {}, None, None
 
         def flush():
@@ -225,7 +276,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
             changes.clear()
 
         for rec in rows.to_dict("records"):
-            key = tuple(None if _missing(rec[k]) else rec[k] for k in keys)
+            key = _group_key(rec, keys)
             change = (rec[SEQ], rec["__change"], rec[SIDE], key)  # one input change: its retract and its insert
             if change != current:
                 if current is not None:
@@ -236,15 +287,14 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         if current is not None:
             flush()
         clock = _clock(rows[STREAM_TIME].max()) if len(rows) else NO_TIME
-        for key in list(groups):
-            for side in (LEFT, RIGHT):
-                _purge(groups[key][side], lambda e: e["clock"], clock, ttl)
-            if not groups[key][LEFT] and not groups[key][RIGHT]:
-                del groups[key]
-        saved["rows"] = sum(len(g[LEFT]) + len(g[RIGHT]) for g in groups.values())
-        return pd.DataFrame(out, columns=out_names), saved
+        _save(meta, segments, stored, unload(loaded, groups), stored_key, clock, ttl)
+        return pd.DataFrame(out, columns=out_names), meta
 
     return step
+
+
+def _group_key(rec: dict, keys) -> tuple:
+    return tuple(None if _missing(rec[k]) else rec[k] for k in keys)
 
 
 def _padded(side, entry):

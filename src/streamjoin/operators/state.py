@@ -3,9 +3,8 @@
 Two layouts, both checkpointed with the query in Spark's state store (RocksDB), restored exactly on
 restart and unchanged on a cluster:
 
-- **One value per group** (``run_keyed``, and ``run_bucketed`` for a state bucket): the operator's whole
-  state for a group is one pickled value, read and rewritten every micro-batch. Its cost per batch follows
-  everything the group holds.
+- **One value per bucket** (``run_bucketed``): the operator's whole state for a bucket is one pickled
+  value, read and rewritten every micro-batch. Its cost per batch follows everything the bucket holds.
 - **Segmented** (``run_segmented``): a small pickled *meta* value per group (counters, and an index of the
   group's segments) plus a map from segment number to one pickled frame of stored rows. The operator reads
   only the segments its batch can touch and writes back only those that changed; expiry removes whole
@@ -18,12 +17,11 @@ to the operator packed into Arrow blobs (``packed_by``), not row by row.
 Both keep the group's counters in the small state variable ``META`` (a dict with ``rows``: rows held, and
 ``dropped``: reason -> records dropped), which is all ``runtime.metrics`` reads.
 
-One value per group: an operator supplies a pure function ``step(state, rows) -> (output, new_state)`` over
-one group's rows of a micro-batch (a pandas frame) and its previous state (any picklable value, None at
+One value per bucket: an operator supplies a pure function ``step(state, rows) -> (output, new_state)`` over
+one bucket's rows of a micro-batch (a pandas frame) and its previous state (any picklable value, None at
 first); ``counters(state)`` gives the counters from a dict state (``rows``, else the length of its
-``store``; ``dropped``). ``transformWithStateInPandas``
-is used rather than ``applyInPandasWithState`` because several of them can be chained in one query
-(a join feeding a join or an aggregate).
+``store``; ``dropped``). ``transformWithStateInPandas`` is used rather than ``applyInPandasWithState``
+because several of them can be chained in one query (a join feeding a join or an aggregate).
 """
 from __future__ import annotations
 
@@ -61,25 +59,17 @@ class _PickledStateProcessor(StatefulProcessor):
     first batch, only to call ``init``; the step (and with it pandas and the operators) is therefore kept
     as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
 
-    def __init__(self, step: Step, input_columns: list[str], output_schema: StructType, packed: bool = False):
+    def __init__(self, step: Step, input_columns: list[str], output_schema: StructType):
         self.step_bytes = cloudpickle.dumps(step)
         self.step = None
         self.input_columns = input_columns
         self.columns = output_schema.fieldNames()
-        self.packed = packed
 
     def _input(self, rows: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
-        """The group's rows of the batch as one frame with the input's column names."""
-        import pandas as pd
-
+        """The bucket's rows of the batch (packed: ``packed_by``) as one frame with the input's column names."""
         if self.step is None:
             self.step = cloudpickle.loads(self.step_bytes)
-        frames = list(rows)
-        if self.packed:
-            return unpack_rows([blob for frame in frames for blob in frame.iloc[:, -1]], self.input_columns)
-        batch = pd.concat(frames, ignore_index=True)
-        batch.columns = self.input_columns  # the worker hands columns over by position (_0, _1, ...)
-        return batch
+        return unpack_rows([blob for frame in rows for blob in frame.iloc[:, -1]], self.input_columns)
 
     def _output(self, out: "pd.DataFrame") -> Iterator["pd.DataFrame"]:
         if len(out):  # an empty frame's columns may have no usable type
@@ -108,16 +98,10 @@ def _stored_bytes(value_state) -> bytes | None:
     return stored[0] if stored is not None else None
 
 
-def run_keyed(df: "DataFrame", group_columns: list[str], step: Step, output_schema: StructType) -> "DataFrame":
-    """Apply ``step`` per group of ``group_columns`` with state kept across micro-batches (rows arrive one by
-    one: for groups of a few rows each; ``run_bucketed`` for many rows per group)."""
-    processor = _PickledStateProcessor(step, df.columns, output_schema)
-    return df.groupBy(*group_columns).transformWithStateInPandas(processor, output_schema, "append", "None")
-
-
 def run_bucketed(df: "DataFrame", bucket: str, step: Step, output_schema: StructType) -> "DataFrame":
-    """``run_keyed`` per state bucket (the column ``bucket``), its rows arriving packed (``packed_by``)."""
-    processor = _PickledStateProcessor(step, df.columns, output_schema, packed=True)
+    """Apply ``step`` per state bucket (the column ``bucket``) with state kept across micro-batches, the
+    bucket's rows arriving packed (``packed_by``)."""
+    processor = _PickledStateProcessor(step, df.columns, output_schema)
     return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
@@ -226,8 +210,8 @@ def _size(frames: dict, memo: dict) -> int:
 
 
 class _SegmentedStateProcessor(_PickledStateProcessor):
-    def __init__(self, step, input_columns, output_schema, packed):
-        super().__init__(step, input_columns, output_schema, packed)
+    def __init__(self, step, input_columns, output_schema):
+        super().__init__(step, input_columns, output_schema)
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -254,7 +238,7 @@ def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_sche
     """Apply ``step(meta, rows, segments) -> (output, meta)`` per state bucket (the column ``bucket``):
     ``meta`` is the bucket's small pickled value (None at first), ``segments`` its segment map
     (``Segments``). Rows arrive packed (``packed_by``)."""
-    processor = _SegmentedStateProcessor(step, df.columns, output_schema, packed=True)
+    processor = _SegmentedStateProcessor(step, df.columns, output_schema)
     return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
@@ -297,10 +281,23 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
 
 
 def unpack_rows(blobs: list, columns: list[str]) -> "pd.DataFrame":
+    """The rows of a bucket's blobs as one frame. An array value becomes a tuple, so that it can be a join
+    or grouping key (compared and hashed); the worker writes a tuple back as an array."""
     import pyarrow as pa
 
     table = pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
-    return table.to_pandas().set_axis(columns, axis=1)
+    frame = table.to_pandas().set_axis(columns, axis=1)
+    for name, field in zip(columns, table.schema):
+        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+            frame[name] = [_tuple(v) for v in frame[name]]
+    return frame
+
+
+def _tuple(value):
+    """An array (a numpy array, nested ones too) as a tuple; None stays None."""
+    if value is None:
+        return None
+    return tuple(_tuple(v) if hasattr(v, "__len__") and not isinstance(v, (str, bytes, dict)) else v for v in value)
 
 
 def _ipc(table) -> bytes:
@@ -318,9 +315,11 @@ GONE = "__gone"  # in a change chunk: the change removed its key (a tombstone, o
 MAX_CHUNKS = 16
 
 
-def new_table_log() -> dict:
-    """The meta part of an empty table log: its chunks' segment numbers, the next number, rows logged."""
-    return {"chunks": [], "next": 0, "logged": 0}
+def new_table_log(name: str = "table", first_segment: int = 0) -> dict:
+    """The meta part of an empty table log: its chunks' segment numbers, the next number, rows logged, and
+    its name (an operator keeping several logs in one bucket gives each a name and its own range of
+    segment numbers)."""
+    return {"chunks": [], "next": first_segment, "logged": 0, "name": name}
 
 
 def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str]) -> "pd.DataFrame":
@@ -328,12 +327,13 @@ def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str
     else the chunks replayed in order."""
     import pandas as pd
 
-    table = segments.memo.get("table")
+    name = log.get("name", "table")
+    table = segments.memo.get(name)
     if table is None:
         table = pd.DataFrame(columns=keys + columns)
         for chunk in log["chunks"]:  # by position: see stream_stream's reading of its segments
             table = merge_changes(table, segments.get(chunk).set_axis(keys + columns + [GONE], axis=1), keys)
-        table = segments.memo["table"] = table[keys + columns]
+        table = segments.memo[name] = table[keys + columns]
     return table
 
 
@@ -342,7 +342,7 @@ def log_changes(log: dict, segments: Segments, changes: "pd.DataFrame", table: "
     the table after them. Past ``MAX_CHUNKS`` chunks, or when the log holds more than twice the table's
     rows, the log is replaced by one chunk of the table: an O(table) write every so many batches, so a
     batch costs its changes, amortised, and a cold read replays at most ``MAX_CHUNKS`` chunks."""
-    segments.memo["table"] = table
+    segments.memo[log.get("name", "table")] = table
     if not len(changes):
         return
     number = log["next"]
@@ -356,6 +356,25 @@ def log_changes(log: dict, segments: Segments, changes: "pd.DataFrame", table: "
     for chunk in log["chunks"]:
         segments.remove(chunk)
     log["chunks"], log["logged"] = [number], len(table)
+
+
+def rows_for(table: "pd.DataFrame", keys: list[str], wanted: "pd.DataFrame") -> "pd.DataFrame":
+    """The rows of ``table`` whose ``keys`` (all its key columns, or the first of them) are among
+    ``wanted``'s values of those columns."""
+    if not len(table) or not len(wanted):
+        return table.iloc[:0]
+    return table[key_index(table, keys).isin(key_index(wanted, keys))]
+
+
+def as_changes(current: dict, loaded, keys: list[str], columns: list[str]) -> "pd.DataFrame":
+    """A batch's changes to a table read as a dict (key tuple -> tuple of ``columns``): every row of
+    ``current``, and a removal of every ``loaded`` key no longer in it."""
+    import pandas as pd
+
+    gone = [key for key in loaded if key not in current]
+    records = [(*key, *values, False) for key, values in current.items()]
+    records += [(*key, *[None] * len(columns), True) for key in gone]
+    return pd.DataFrame(records, columns=keys + columns + [GONE])
 
 
 def merge_changes(table: "pd.DataFrame", changes: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":

@@ -13,7 +13,8 @@ Algorithm: two keyed stages, each over state buckets (``operators.state.run_segm
    tombstone, an *add* event carrying its new ones, both with the change's ingestion order; computed for
    the whole batch at once;
 2. by group — fold the events in ingestion order (retract before add) into the groups' accumulators and
-   emit, per input change, each touched group's values after it.
+   emit, per input change, each touched group's values after it. As in ksqlDB, a row whose group is null
+   counts in no group (dropped and counted; Flink keeps a NULL group).
 
 State (per bucket, segmented, as a table log: ``state.log_changes``): stage 1 the group and arguments of
 every live input row, removed by its tombstone; stage 2 the accumulators of every group with at least one
@@ -33,10 +34,10 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate
+from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, result_type
 from .base import LoweringContext
-from .keyed_inputs import BUCKET, bucketed, integral_columns, key_index, restore_integers, take
+from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers, take
 from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
@@ -77,7 +78,8 @@ class TableAggregate:
             events = events.withColumn(GLOBAL, F.lit(0))
         keys = groups or [GLOBAL]
         events = bucketed(events, keys, ctx.time_buckets)
-        step = group_step(keys, groups, specs, integral_columns(events, keys), out_schema.fieldNames())
+        step = group_step(keys, groups, specs, integral_columns(events, keys), out_schema.fieldNames(),
+                          drop_null_groups=naming_style(node) != "flink")
         return run_segmented(events, BUCKET, step, out_schema)
 
 
@@ -111,10 +113,16 @@ def row_step(row_key: list[str], carried: list[str], integral: list[str]):
     return step
 
 
-def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str]):
-    """Stage 2, per bucket of groups: undoable accumulators; one output per input change and group."""
+def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str],
+               drop_null_groups: bool = False):
+    """Stage 2, per bucket of groups: undoable accumulators; one output per input change and group.
+    ``drop_null_groups``: an event for a null group is dropped and counted (``null_key``), as ksqlDB does."""
     def step(meta, events: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        if drop_null_groups and groups:
+            null_group = events[groups].isna().any(axis=1).to_numpy()
+            count_dropped(meta, "null_key", (null_group & (events[SIGN].to_numpy() == ADD)).sum())
+            events = events[~null_group]
         events = restore_integers(events, integral).sort_values([SEQ, SUB, SIGN], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, [ACCUMULATORS])
         codes = events.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
