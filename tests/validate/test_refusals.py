@@ -26,6 +26,8 @@ CREATE TEMPORAL TABLE FUNCTION RatesAt ON Ships (t) KEY (oid);
 
 # (name, query, rule, text the message must contain)
 REFUSED = [
+    ("join keys of different types", "CREATE STREAM J AS SELECT L.V FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.V;",
+     "join-key-types", "types don't match. Got L.ID{INTEGER} = R.V{STRING}"),
     ("stream-stream without WITHIN", "CREATE STREAM J AS SELECT * FROM L JOIN R ON L.ID = R.ID;",
      "stream-stream-needs-within", "WITHIN"),
     ("FULL stream-table", "CREATE STREAM J AS SELECT L.V FROM L FULL OUTER JOIN T ON L.ID = T.ID;",

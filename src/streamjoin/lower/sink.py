@@ -40,4 +40,6 @@ def _key(sink: Sink, key_format: str) -> Column:
         return F.lit(None).cast("binary")
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
+    if len(keys) == 1 and sink.target.style != "flink":  # ksqlDB's JSON key: the value itself, unwrapped
+        return F.regexp_extract(F.to_json(F.array(F.col(keys[0])), TO_JSON), r"^\[(.*)\]$", 1).cast("binary")
     return F.to_json(F.struct(*[F.col(k).alias(node.field(k).name) for k in keys]), TO_JSON).cast("binary")

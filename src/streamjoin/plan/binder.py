@@ -17,7 +17,7 @@ from .joins import bind_join
 from .nodes import (
     Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
-from .scope import Scope, new_id
+from .scope import ROWTIME_NAMES, Scope, new_id
 
 
 class Binder:
@@ -39,7 +39,10 @@ class Binder:
             node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node,
                           predicate=self.bind_expr(select.where, scope))
             scope = replace(scope, node=node)
-        items = self._expand_items(select.items, scope)
+        ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
+        items = self._expand_items(select.items, scope, ksql_join)
+        if ksql_join:
+            items = _ksql_join_column_names(items, scope)
         if select.group_by or any(ex.is_aggregate(e) for e, _ in items):
             node, items, scope = self._bind_aggregate(select, scope, items, style)
         elif select.having is not None:
@@ -54,8 +57,9 @@ class Binder:
             node = replace(node, kind=kind)
         return node, style
 
-    def _expand_items(self, items, scope: Scope) -> list[tuple[ast.Expr, Optional[str]]]:
-        """SELECT items with ``*`` expanded: (unbound expression, output name or None)."""
+    def _expand_items(self, items, scope: Scope, ksql_join: bool) -> list[tuple[ast.Expr, Optional[str]]]:
+        """SELECT items with ``*`` expanded: (unbound expression, output name or None). ``*`` over several
+        inputs names each column ``ALIAS_COLUMN``, and so does ``alias.*`` in a ksqlDB join (``ksql_join``)."""
         out: list[tuple[ast.Expr, Optional[str]]] = []
         for item in items:
             if isinstance(item.expr, ast.Star):
@@ -64,7 +68,7 @@ class Binder:
                 if q is not None and not fields:
                     raise StatementError(f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
                 merged = {n.casefold() for n, _ in scope.merged}
-                prefixed = q is None and len({f.qualifier for f in fields}) > 1  # ksqlDB: ALIAS_COLUMN over joins
+                prefixed = len({f.qualifier for f in fields}) > 1 if q is None else ksql_join
                 seen = set()
                 for f in fields:
                     if f.name.casefold() in merged:
@@ -184,10 +188,11 @@ class Binder:
         out_items: list[tuple[Field, ast.Expr]] = []
         key_ids: list[Optional[str]] = [None] * len(node.key)
         used_names: set[str] = set()
+        generated = GeneratedNames(f.name for f in scope.node.fields if not f.hidden)
         for index, item in enumerate(items):
             bound = item[2] if len(item) == 3 else False
             expr = item[0] if bound else self.bind_expr(item[0], scope)
-            name = self._output_name(item[0], item[1], style, index)
+            name = self._output_name(item[0], item[1], style, index, generated)
             if name.casefold() in used_names:
                 raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
                                      pos=getattr(item[0], "pos", None))
@@ -210,12 +215,31 @@ class Binder:
                        input=node, items=tuple(out_items))
 
     @staticmethod
-    def _output_name(expr: ast.Expr, alias, style: str, index: int) -> str:
+    def _output_name(expr: ast.Expr, alias, style: str, index: int, generated: "GeneratedNames") -> str:
         if isinstance(alias, ast.Ident):
             return display_name(alias, style)
         if isinstance(alias, str):
             return alias
-        return _name_of(expr, style, index)
+        return _name_of(expr, style, index, generated)
+
+
+def _ksql_join_column_names(items, scope: Scope) -> list:
+    """ksqlDB's names for a join's unaliased column references: ``X.C`` is named ``X_C`` when ``C`` is a
+    column of more than one of the joined sources (key columns included) or a pseudo-column (``ROWTIME``),
+    else ``C`` (its ``AstSanitizer``). Only for ksqlDB queries: Lenses and SQLstream (``SELECT STREAM``)
+    keep the bare names."""
+    sources: dict[str, set[str]] = {}
+    for f in scope.node.fields:
+        if f.qualifier and not f.hidden:
+            sources.setdefault(f.name.casefold(), set()).add(f.qualifier.casefold())
+    out = []
+    for expr, name in items:
+        if name is None and isinstance(expr, ast.Column) and expr.qualifier is not None:
+            column = expr.name.text.casefold()
+            if len(sources.get(column, ())) > 1 or column in ROWTIME_NAMES:
+                name = f"{display_name(expr.qualifier, 'ksql')}_{display_name(expr.name, 'ksql')}"
+        out.append((expr, name))
+    return out
 
 
 def pull_where_into_comma_joins(select: ast.Select) -> ast.Select:
@@ -260,14 +284,49 @@ def pull_where_into_comma_joins(select: ast.Select) -> ast.Select:
     return replace(select, from_=from_, where=ex.conjoin(terms))
 
 
-def _name_of(e: ast.Expr, style: str, index: int = 0) -> str:
+def _name_of(e: ast.Expr, style: str, index: int = 0, generated: Optional["GeneratedNames"] = None) -> str:
+    """The output name of an unaliased expression: a column's name; Flink's ``EXPR$<position>``; ksqlDB's
+    generated names (``GeneratedNames``)."""
     if isinstance(e, ast.Column):
         return display_name(e.name, style)
     if isinstance(e, Ref) and e.name:
         return e.name.split(".")[-1]
-    if isinstance(e, ast.Call) and style == "flink":
+    if style == "flink":  # Calcite: EXPR$<position in the SELECT list>
         return f"EXPR${index}"
-    return f"KSQL_COL_{index}"
+    generated = generated or GeneratedNames(())
+    if isinstance(e, ast.Subscript) and e.field is not None:
+        return generated.next(display_name(e.field, style))
+    return generated.next(GENERATED_PREFIX)
+
+
+GENERATED_PREFIX = "KSQL_COL"
+
+
+class GeneratedNames:
+    """ksqlDB's names for unaliased expressions of one SELECT (its ``ColumnNames``): ``KSQL_COL_0``,
+    ``KSQL_COL_1``, ... numbered over the generated names only; a struct field ``s->f`` is named ``F``, then
+    ``F_1``, ``F_2``...; a number that an input column already uses (``KSQL_COL_3``, ``F_1``; a bare
+    ``F`` counts as 0) is skipped."""
+
+    def __init__(self, input_columns):
+        self.used: dict[str, set[int]] = {}
+        for name in input_columns:
+            stem, number = _numbered(name)
+            self.used.setdefault(stem, set()).add(number)
+        self.next_number: dict[str, int] = {}
+
+    def next(self, stem: str) -> str:
+        number = self.next_number.get(stem, 0)
+        while number in self.used.get(stem, ()):
+            number += 1
+        self.next_number[stem] = number + 1
+        return f"{stem}_{number}" if number or stem == GENERATED_PREFIX else stem
+
+
+def _numbered(name: str) -> tuple[str, int]:
+    """``NAME_12`` -> (``NAME``, 12); ``NAME`` -> (``NAME``, 0)."""
+    stem, _, digits = name.rpartition("_")
+    return (stem, int(digits)) if stem and digits.isdigit() else (name, 0)
 
 
 def _type_of(e: ast.Expr) -> str:

@@ -77,7 +77,7 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         key_columns=tuple(key_columns),
         style=style,
         value_format=value_format,
-        key_format=str(props.get("key_format") or props.get("key.format") or ("JSON" if style == "flink" else "KAFKA")).upper(),
+        key_format=key_format_of(props, style),
         timestamp_column=timestamp_column,
         watermark_column=stmt.watermark and display_name(stmt.watermark.column, style),
         watermark_delay_ms=watermark_delay,
@@ -122,11 +122,21 @@ def _metadata_column(col: ast.ColumnDef, name: str) -> ColumnInfo:
     return ColumnInfo(name, declared, "metadata", metadata=key)
 
 
-def value_format_of(props: dict, pos) -> str:
-    """The declared value format, normalised (``connectors.formats``); an unknown one is refused."""
+def key_format_of(props: dict, style: str, default: str | None = None) -> str:
+    """The declared key format: KEY_FORMAT (Flink: 'key.format'); ksqlDB's FORMAT sets key and value. Else
+    ``default``, else KAFKA (Flink: JSON)."""
+    declared = props.get("key_format") or props.get("key.format")
+    if declared is None and style != "flink":
+        declared = props.get("format")
+    return str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
+
+
+def value_format_of(props: dict, pos, default: str = "JSON") -> str:
+    """The declared value format (else ``default``), normalised (``connectors.formats``); an unknown one is
+    refused."""
     from ..connectors.formats import VALUE_FORMATS, normalise_format
 
-    declared = str(props.get("value_format") or props.get("value.format") or props.get("format") or "JSON")
+    declared = str(props.get("value_format") or props.get("value.format") or props.get("format") or default)
     fmt = normalise_format(declared)
     if fmt is None:
         known = ", ".join(sorted({f for f in VALUE_FORMATS}))

@@ -16,9 +16,16 @@ KEY_NAMES = {"rowkey", "_key"}
 
 
 def new_id(hint: str) -> str:
-    """A fresh physical column name."""
+    """A fresh physical column name, unique within the statement being planned."""
     clean = re.sub(r"[^A-Za-z0-9_]", "_", hint)[:40]
     return f"c{next(_ids)}_{clean}"
+
+
+def restart_ids() -> None:
+    """Number a new statement's columns from 0: a query's column names (and so the state its operators
+    keep) follow from its own text, not from what else the process planned before it."""
+    global _ids
+    _ids = itertools.count()
 
 
 def matches(ident: ast.Ident, name: str) -> bool:

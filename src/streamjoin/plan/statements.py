@@ -12,9 +12,10 @@ from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .ddl import properties_dict, source_from_ddl, value_format_of
+from .ddl import key_format_of, properties_dict, source_from_ddl, value_format_of
+from .scope import restart_ids
 from .settings import check_setting
-from .nodes import Join, PlanNode, Sink, walk
+from .nodes import Join, PlanNode, Scan, Sink, walk
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class StatementPlanner:
         self._query_count = 0
 
     def plan(self, item: ast.ScriptStatement) -> PlannedStatement:
+        restart_ids()
         try:
             return self._plan(item.statement, item)
         except StatementError as err:
@@ -117,12 +119,13 @@ class StatementPlanner:
         if existing is not None:
             target = existing
         else:
+            formats = _inherited_formats(plan, style)
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
                 columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
-                style=style, value_format=value_format_of(props, name.pos), properties=tuple(sorted(props.items())),
-                key_format=str(props.get("key_format", "KAFKA")).upper(), partitions=int(props.get("partitions", 1) or 1),
+                style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
+                key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
                 created_by_query=True,
             )
             self.catalog.add_source(target)
@@ -141,6 +144,16 @@ class StatementPlanner:
             for node in walk(plan):
                 if isinstance(node, Join):
                     self.check_operators(node)
+
+
+def _inherited_formats(plan: PlanNode, style: str) -> tuple[str | None, str]:
+    """The (key, value) formats a new sink takes when its statement names none: ksqlDB's are those of the
+    query's left-most source (a DELIMITED stream's result stays DELIMITED); Flink's KAFKA key and JSON
+    value."""
+    source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+    if style == "flink" or source is None or source.bounded_path or source.changelog_format:
+        return "KAFKA", "JSON"
+    return source.key_format, source.value_format
 
 
 def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:

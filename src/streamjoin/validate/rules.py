@@ -11,7 +11,7 @@ from ..errors import StatementError
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
-from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, walk
+from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, naming_style, walk
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -78,6 +78,34 @@ def on_condition_terms(join: Join) -> Optional[str]:
             "on each side, or a predicate that references one input only"
         )
     return None
+
+
+@rule("join-key-types")
+def join_key_types(join: Join) -> Optional[str]:
+    """ksqlDB refuses an equality between join keys of different types; columns of one kind (numbers,
+    strings, ...) are comparable in every dialect here, so only kinds that differ are refused."""
+    if naming_style(join) == "flink":
+        return None
+    for left, right in zip(join.left_side.keys, join.right_side.keys):
+        types = [e.type for e in (left, right) if isinstance(e, Ref) and e.type]
+        if len(types) == 2 and _type_kind(types[0]) != _type_kind(types[1]):
+            return (f"Invalid join condition: types don't match. Got {expr_text(left)}{{{_ksql_type(types[0])}}} = "
+                    f"{expr_text(right)}{{{_ksql_type(types[1])}}}")
+    return None
+
+
+_NUMBERS = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_KSQL_TYPES = {"int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
+
+
+def _type_kind(spark_type: str) -> str:
+    """A Spark DDL type's kind: 'number', or the type's name without parameters (string, array, ...)."""
+    name = spark_type.split("(")[0].split("<")[0].strip().lower()
+    return "number" if name in _NUMBERS else name
+
+
+def _ksql_type(spark_type: str) -> str:
+    return _KSQL_TYPES.get(spark_type.lower(), spark_type.upper())
 
 
 @rule("cross-join-needs-windows")

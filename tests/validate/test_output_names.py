@@ -1,0 +1,55 @@
+"""Output column names of SELECT, by each dialect's naming rule (ksqlDB: its AstSanitizer and ColumnNames;
+Flink: Calcite's EXPR$n). No Spark needed."""
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.plan.binder import GeneratedNames
+from streamjoin.plan.catalog import Catalog
+from streamjoin.plan.statements import StatementPlanner
+from streamjoin.sql import parse_script
+
+SOURCES = """
+CREATE STREAM L (ID INT KEY, NAME STRING, V INT, S STRUCT<F INT, G STRING>) WITH (kafka_topic='l', value_format='JSON');
+CREATE STREAM R (ID INT KEY, NAME STRING, W INT, KSQL_COL_0 INT) WITH (kafka_topic='r', value_format='JSON');
+CREATE TABLE T (ID INT PRIMARY KEY, LABEL STRING) WITH (kafka_topic='t', value_format='JSON');
+CREATE TABLE Orders (id STRING, amount INT) WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');
+"""
+
+# (what, query, output columns; the key column first where the query keys its output)
+NAMES = [
+    ("qualified columns of both sources", "SELECT L.ID, L.NAME, R.NAME, W FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID",
+     ["L_ID", "L_NAME", "R_NAME", "W"]),
+    ("unqualified column of one source keeps its name", "SELECT L.ID AS ID, V, W FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID",
+     ["ID", "V", "W"]),
+    ("alias.* in a join", "SELECT A.*, B.LABEL FROM L A JOIN T B ON A.ID = B.ID",
+     ["A_ID", "A_NAME", "A_V", "A_S", "LABEL"]),
+    ("* over a join", "SELECT * FROM L JOIN T ON L.ID = T.ID",
+     ["L_ID", "L_NAME", "L_V", "L_S", "T_ID", "T_LABEL"]),
+    ("qualified ROWTIME in a join", "SELECT L.ID AS ID, L.ROWTIME, T.LABEL FROM L JOIN T ON L.ID = T.ID",
+     ["ID", "L_ROWTIME", "LABEL"]),
+    ("alias.* without a join", "SELECT A.* FROM L A", ["ID", "NAME", "V", "S"]),
+    ("SELECT STREAM keeps bare names", "SELECT STREAM L.ID, L.NAME, T.LABEL FROM L JOIN T ON L.ID = T.ID",
+     ["ID", "NAME", "LABEL"]),
+    ("generated names count generated columns only", "SELECT ID, V + 1, NAME, UCASE(NAME) FROM L",
+     ["ID", "KSQL_COL_0", "NAME", "KSQL_COL_1"]),
+    ("a generated name an input column uses is skipped",
+     "SELECT L.ID AS ID, V + 1, W * 2 FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID", ["ID", "KSQL_COL_1", "KSQL_COL_2"]),
+    ("a struct field is named after the field", "SELECT ID, S->F, S->G, S->F + 1 FROM L", ["ID", "F", "G", "KSQL_COL_0"]),
+    ("Flink names unaliased expressions by position", "SELECT id, amount * 2, UPPER(id) FROM Orders",
+     ["id", "EXPR$1", "EXPR$2"]),
+]
+
+
+@pytest.mark.parametrize("what,query,expected", NAMES, ids=[n[0] for n in NAMES])
+def test_output_names(what, query, expected):
+    planner = StatementPlanner(Catalog())
+    planned = [planner.plan(item) for item in parse_script(SOURCES + f"CREATE STREAM OUT AS {query};")]
+    fields = planned[-1].query.plan.fields
+    assert [f.name for f in fields if not f.hidden] == expected
+
+
+def test_generated_names_skip_numbers_in_use():
+    names = GeneratedNames(["KSQL_COL_0", "KSQL_COL_2", "F", "F_1"])
+    assert [names.next("KSQL_COL") for _ in range(3)] == ["KSQL_COL_1", "KSQL_COL_3", "KSQL_COL_4"]
+    assert [names.next("F"), names.next("G"), names.next("G")] == ["F_2", "G", "G_1"]
