@@ -35,7 +35,7 @@ def known_failures() -> dict[str, str]:
 
 
 LONG_CASE, LONG_CUT = 30, 7
-WORKERS = 2  # cases at once on the shared session: a case mostly waits on the driver
+WORKERS = 3  # cases at once on the shared session: a case mostly waits on the driver
 
 
 @pytest.fixture(scope="module")
