@@ -35,7 +35,7 @@ from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers
-from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
 
@@ -174,8 +174,7 @@ def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], int
             out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral)
         for c in (ROWTIME, SEQ, SUB):
             out[c] = rows[c].to_numpy()
-        table = merge_changes(store, changes.assign(**{GONE: False}), keys)
-        log_changes(meta["table"], segments, changes.assign(**{GONE: False}), table)
+        table = apply_changes(meta["table"], segments, store, changes.assign(**{GONE: False}), keys)
         meta["rows"] = len(table)
         return out[out_names], meta
 

@@ -44,7 +44,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_names, payload, restore_integers,
     tag_side,
 )
-from .state import as_changes, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import apply_changes, as_changes, new_table_log, read_table, rows_for, run_segmented
 
 EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
@@ -121,8 +121,8 @@ def _subscribe_step(child_key, keys, child_cols, integral):
                 out.append(key_only + pointers[pk] + (LEAVE_MOVED, False, *meta_values))
             out.append(tuple(value) + tuple(fk) + (JOIN, bool(ok), *meta_values))
             pointers[pk] = fk
-        _log(meta["table"], segments, stored, as_changes(pointers, loaded, child_key, keys), child_key)
-        meta["rows"] = len(segments.memo["table"])
+        changes = as_changes(pointers, loaded, child_key, keys)
+        meta["rows"] = len(apply_changes(meta["table"], segments, stored, changes, child_key))
         return pd.DataFrame(out, columns=child_cols + keys + [EVENT, OK, *META]), meta
 
     return step
@@ -132,10 +132,6 @@ def _as_dict(rows: pd.DataFrame, keys: list[str], columns: list[str]) -> dict:
     """Table rows as {key tuple: tuple of ``columns``}, nulls as None."""
     values = rows[columns].itertuples(index=False, name=None) if columns else iter(lambda: (), None)
     return {_clean(key): tuple(row) for key, row in zip(rows[keys].itertuples(index=False, name=None), values)}
-
-
-def _log(log: dict, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys: list[str]) -> None:
-    log_changes(log, segments, changes, merge_changes(stored, changes, keys))
 
 
 def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer, parent_outer, integral):
@@ -214,12 +210,11 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
             if parent_outer:
                 parent_only()
             out.extend(emitted)
-        _log(meta["parents"], segments, stored_parents,
-             as_changes({k: (*v[0], v[1]) for k, v in parents.items()}, loaded_parents, keys, parent_cols + [TIME]), keys)
+        parent_changes = as_changes({k: (*v[0], v[1]) for k, v in parents.items()}, loaded_parents, keys, parent_cols + [TIME])
         flat = {fk + pk: (*row, time, ok) for fk, kids in children.items() for pk, (row, time, ok) in kids.items()}
-        _log(meta["children"], segments, stored_children,
-             as_changes(flat, loaded_children, keys + pk_names, child_cols + [TIME, OK]), keys + pk_names)
-        meta["rows"] = len(segments.memo["parents"]) + len(segments.memo["children"])
+        child_changes = as_changes(flat, loaded_children, keys + pk_names, child_cols + [TIME, OK])
+        meta["rows"] = (len(apply_changes(meta["parents"], segments, stored_parents, parent_changes, keys))
+                        + len(apply_changes(meta["children"], segments, stored_children, child_changes, keys + pk_names)))
         columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE]
         return pd.DataFrame(out, columns=columns), meta
 
@@ -245,8 +240,7 @@ def _resolve_step(out_key):
             elif key in live:
                 del live[key]
                 keep[i] = True
-        _log(meta["table"], segments, stored, as_changes(live, loaded, out_key, []), out_key)
-        meta["rows"] = len(segments.memo["table"])
+        meta["rows"] = len(apply_changes(meta["table"], segments, stored, as_changes(live, loaded, out_key, []), out_key))
         return last[keep], meta
 
     return step

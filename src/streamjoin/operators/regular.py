@@ -42,7 +42,7 @@ from .base import LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side,
 )
-from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import GONE, as_changes, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
@@ -142,9 +142,8 @@ def _versions_step(cols, keys, ttl, out_names):
                 store[row_id] = (values, clock)
                 out.append({**dict(zip(carried, values)), **_meta(rec, 2 * rec[SUB] + 1), RETRACT: False,
                             ROW_ID: row_id, SIDE: rec[SIDE]})
-        changes = pd.DataFrame([(row_id, *store[row_id][0], store[row_id][1], False) if row_id in store else
-                                (row_id, *[None] * len(carried), NO_TIME, True) for row_id in ids],
-                               columns=[ROW_ID] + carried + [CLOCK, GONE])
+        changes = as_changes({(row_id,): (*store[row_id][0], store[row_id][1]) for row_id in ids if row_id in store},
+                             [(row_id,) for row_id, i in zip(ids, at) if i >= 0], [ROW_ID], carried + [CLOCK])
         _save(meta, segments, stored, changes, [ROW_ID], _clock(rows[STREAM_TIME].max()), ttl)
         return pd.DataFrame(out, columns=out_names), meta
 

@@ -358,6 +358,14 @@ def log_changes(log: dict, segments: Segments, changes: "pd.DataFrame", table: "
     log["chunks"], log["logged"] = [number], len(table)
 
 
+def apply_changes(log: dict, segments: Segments, stored: "pd.DataFrame", changes: "pd.DataFrame",
+                  keys: list[str]) -> "pd.DataFrame":
+    """``stored`` after ``changes`` (``merge_changes``), with the changes logged (``log_changes``)."""
+    table = merge_changes(stored, changes, keys)
+    log_changes(log, segments, changes, table)
+    return table
+
+
 def rows_for(table: "pd.DataFrame", keys: list[str], wanted: "pd.DataFrame") -> "pd.DataFrame":
     """The rows of ``table`` whose ``keys`` (all its key columns, or the first of them) are among
     ``wanted``'s values of those columns."""

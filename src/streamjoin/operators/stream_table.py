@@ -38,7 +38,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 STREAM, TABLE = 0, 1  # sort order within one record: a stream record looks up before its own table copy
 
@@ -80,8 +80,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         store = read_table(meta["table"], segments, keys, table_cols)
         out = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
         changes = _last_changes(rows[rows[SIDE] == TABLE], keys, table_cols)
-        table = merge_changes(store, changes, keys)
-        log_changes(meta["table"], segments, changes, table)
+        table = apply_changes(meta["table"], segments, store, changes, keys)
         meta["rows"] = len(table)
         return out, meta
 

@@ -38,7 +38,7 @@ from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, result_type
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers, take
-from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
 SIGN = "__sign"
@@ -105,8 +105,7 @@ def row_step(row_key: list[str], carried: list[str], integral: list[str]):
             events[c] = np.concatenate([rows[c].to_numpy()[retracted], rows[c].to_numpy()[added]])
         changes = rows.drop_duplicates(row_key, keep="last")
         changes = changes[row_key + carried].assign(**{GONE: changes[TOMBSTONE].to_numpy(dtype=bool)})
-        table = merge_changes(store, changes, row_key)
-        log_changes(meta["table"], segments, changes.reset_index(drop=True), table)
+        table = apply_changes(meta["table"], segments, store, changes.reset_index(drop=True), row_key)
         meta["rows"] = len(table)
         return pd.DataFrame(events), meta
 
@@ -150,8 +149,7 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
         for c in groups + [ROWTIME, SEQ, SUB]:
             out[c] = picked[c].to_numpy()
         changes = heads[keys].assign(**{ACCUMULATORS: saved, GONE: [state["rows"] <= 0 for state in saved]})
-        table = merge_changes(store, changes, keys)
-        log_changes(meta["table"], segments, changes, table)
+        table = apply_changes(meta["table"], segments, store, changes, keys)
         meta["rows"] = len(table)
         return out[out_names], meta
 

@@ -34,7 +34,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 LEFT, RIGHT = 0, 1
 
@@ -76,8 +76,7 @@ def _bucket_step(keys, integral_keys, left_cols, right_cols, key_ids, outer):
         out = _changes(frame, keys, left_cols, right_cols, key_ids, outer)
         last = rows.drop_duplicates(row_key, keep="last")
         changes = last[row_key + columns].assign(**{GONE: last[DELETE].to_numpy(dtype=bool)}).reset_index(drop=True)
-        table = merge_changes(store, changes, row_key)
-        log_changes(meta["table"], segments, changes, table)
+        table = apply_changes(meta["table"], segments, store, changes, row_key)
         meta["rows"] = len(table)
         return out, meta
 

@@ -43,7 +43,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
     key_names, payload, restore_integers, tag_side, take, tick_rows,
 )
-from .state import GONE, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, VERSION = 0, 1
@@ -116,8 +116,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         if folded.any():
             changes = pending[folded].sort_values([ROWTIME, ORD], kind="stable").drop_duplicates(keys, keep="last")
             changes = changes[keys + table_cols].assign(**{GONE: ~changes[ALIVE].to_numpy(dtype=bool)})
-            table = merge_changes(base, changes.reset_index(drop=True), keys)
-            log_changes(meta["table"], segments, changes.reset_index(drop=True), table)
+            table = apply_changes(meta["table"], segments, base, changes.reset_index(drop=True), keys)
             meta["base_rows"] = len(table)
         _keep_part(meta, segments, PENDING, pending[~folded], len(versions) or folded.any())
         _keep_part(meta, segments, WAITING, waiting[~due], len(arriving) or due.any())
