@@ -131,3 +131,32 @@ def test_a_batch_reads_and_writes_the_segments_near_its_records_however_long_the
     assert max(calls[1:]) <= calls[1] + 2  # ~1 s of segments read and written, not everything retained
     # a left record at t arrives after the right one at t - 7 (the only earlier one in its window)
     assert padded == sum(1 for t in range(0, 30_000, 10) if t == 0 or t % 7 != (t - 10) % 5)
+
+
+def test_a_tick_with_nothing_due_is_idle_and_the_step_would_change_nothing():
+    """``run_segmented`` skips the step for a batch its ``idle`` hook calls idle: only when the step would
+    emit nothing and leave state as it was (a pending close or an expiry at the tick's clock is not idle)."""
+    import copy
+
+    import pyarrow as pa
+
+    from streamjoin.operators.stream_stream import _idle
+
+    w = Window(before=10, after=10, grace=5, eager=False, outer_left=True, outer_right=False)
+    step = _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], OUT)
+    meta, segments = None, InMemorySegments()
+    first = rows(("L", 1, "A", 100, 1))
+    _, meta = step(meta, first, segments)
+    seen = []
+    for clock in (105, 114, 116, 120, 131, 200):
+        tick = rows(clock=clock).reindex(columns=first.columns)  # as Spark's union gives it: every column
+        idle = _idle(w)(meta, pa.Table.from_pandas(tick, preserve_index=False))
+        before, calls = copy.deepcopy(meta), segments.reads + segments.writes
+        out, meta = step(meta, tick, segments)
+        if idle:
+            assert not len(out) and segments.reads + segments.writes == calls
+            assert {k: v for k, v in meta.items() if k != "dropped"} == {k: v for k, v in before.items() if k != "dropped"}
+        seen.append((clock, idle, len(out)))
+    # 116 passes the close 115 (padded row out); 131 passes the retention 100 + 25 (the segment goes)
+    assert seen == [(105, True, 0), (114, True, 0), (116, False, 1), (120, True, 0), (131, False, 0), (200, True, 0)]
+    assert not _idle(w)(meta, pa.Table.from_pandas(rows(("R", 1, "a", 300, 2)), preserve_index=False))

@@ -147,3 +147,21 @@ def test_a_restart_keeps_the_checkpoints_bucket_count_and_refuses_another(spark,
     rows = sorted((int(r["ROWKEY"]), r["V"], r["W"]) for r in engine.dataframe(query).collect())
     engine.stop()
     assert rows == [(k, f"l{k}", f"r{k}") for k in range(12)]
+
+
+def test_a_join_reads_its_source_once_per_micro_batch(spark, tmp_path):
+    """Both inputs and the tick rows of a windowed join come from one read of the batch's slice."""
+    engine = Engine(spark, home=str(tmp_path))
+    (query,) = engine.execute(
+        "CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='JSON');"
+        "CREATE STREAM R (ID INT KEY, V STRING) WITH (kafka_topic='right', value_format='JSON');"
+        "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.ID;"
+    )
+    produce_inputs(engine.store, [{"topic": "left", "key": 1, "value": {"V": "A"}, "timestamp": 1},
+                                  {"topic": "right", "key": 1, "value": {"V": "a"}, "timestamp": 2}])
+    engine.process_all_available()
+    plan = query.spark_query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    rows = [(r["LV"], r["RV"]) for r in engine.dataframe(query).collect()]
+    engine.stop()
+    assert rows == [("A", "a")]
+    assert plan.count("MicroBatchScan") == 1 and plan.count("ReusedExchange") == 2

@@ -67,7 +67,25 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
         delays = watermark_delays(plan)
         if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
             reader = reader.option("watermarks", json.dumps(delays))
-    return reader.load()
+    records = reader.load()
+    reads = len(scans) + any(map(_reads_stream_time, joins))  # each scan, and the tick rows
+    return read_once(records) if reads > 1 else records
+
+
+def read_once(records: DataFrame) -> DataFrame:
+    """The source's rows of a micro-batch, read once however many branches of the plan use them.
+
+    Spark reads a source once per branch that uses it: a join's two inputs and its tick rows were three
+    Python reads of the same slice (and, on Kafka, three fetches). Here the slice goes through one shuffle,
+    spread by ingestion position over the cores, and every branch reads that shuffle's output: Spark
+    plans the identical exchanges of the branches as one (``ReusedExchange``). The observation keeps the
+    branches' filters and column pruning above the exchange, where they would otherwise be pushed down and
+    make the exchanges differ; it only tests each column for null."""
+    spread = records.repartition(records.sparkSession.sparkContext.defaultParallelism, "seq", "partition")
+    every_column = F.lit(True)
+    for c in spread.columns:
+        every_column = every_column & F.col(c).isNull()
+    return spread.observe("read_once", F.count(F.when(every_column, 1)).alias("empty_rows"))
 
 
 def _reads_stream_time(join: Join) -> bool:

@@ -65,6 +65,17 @@ def tick_rows(ctx: LoweringContext) -> DataFrame:
     )
 
 
+def tick_only_clock(rows) -> Optional[int]:
+    """The batch-end clock (``NO_TIME`` if none yet) when a bucket's rows (an Arrow table, as
+    ``state.run_segmented``'s ``idle`` gets them) are only tick rows; None when they hold a record."""
+    import pyarrow.compute as pc
+
+    if pc.any(pc.not_equal(rows.column(SIDE), TICK)).as_py():
+        return None
+    clock = pc.max(rows.column(STREAM_TIME)).as_py()
+    return NO_TIME if clock is None else int(clock)
+
+
 def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
     if isinstance(e, Ref):
         for i, k in enumerate(node.key):

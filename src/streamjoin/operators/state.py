@@ -29,7 +29,7 @@ import os
 import pickle
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from pyspark import cloudpickle
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -37,10 +37,12 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 Step = Callable[[Any, "pd.DataFrame"], "tuple[pd.DataFrame, Any]"]
 SegmentedStep = Callable[[Any, "pd.DataFrame", "Segments"], "tuple[pd.DataFrame, Any]"]
+Idle = Callable[[Any, "pa.Table"], bool]  # (meta, a bucket's rows) -> whether the step would change nothing
 _STATE_SCHEMA = StructType([StructField("value", BinaryType())])
 _SEGMENT_KEY = StructType([StructField("segment", LongType())])
 META = "state"  # the state variable holding a group's counters (``rows``, ``dropped``), read by runtime.metrics
@@ -59,17 +61,21 @@ class _PickledStateProcessor(StatefulProcessor):
     first batch, only to call ``init``; the step (and with it pandas and the operators) is therefore kept
     as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
 
-    def __init__(self, step: Step, input_columns: list[str], output_schema: StructType):
-        self.step_bytes = cloudpickle.dumps(step)
-        self.step = None
+    def __init__(self, step: Step, input_columns: list[str], output_schema: StructType, idle: Optional[Idle] = None):
+        self.step_bytes = cloudpickle.dumps((step, idle))
+        self.step = self.idle = None
         self.input_columns = input_columns
         self.columns = output_schema.fieldNames()
 
-    def _input(self, rows: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
-        """The bucket's rows of the batch (packed: ``packed_by``) as one frame with the input's column names."""
+    def _packed(self, rows: Iterator["pd.DataFrame"]):
+        """The bucket's rows of the batch (packed: ``packed_by``) as one Arrow table."""
         if self.step is None:
-            self.step = cloudpickle.loads(self.step_bytes)
-        return unpack_rows([blob for frame in rows for blob in frame.iloc[:, -1]], self.input_columns)
+            self.step, self.idle = cloudpickle.loads(self.step_bytes)
+        return unpacked_table([blob for frame in rows for blob in frame.iloc[:, -1]])
+
+    def _input(self, rows: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
+        """The bucket's rows of the batch as one frame with the input's column names."""
+        return as_frame(self._packed(rows), self.input_columns)
 
     def _output(self, out: "pd.DataFrame") -> Iterator["pd.DataFrame"]:
         if len(out):  # an empty frame's columns may have no usable type
@@ -210,8 +216,8 @@ def _size(frames: dict, memo: dict) -> int:
 
 
 class _SegmentedStateProcessor(_PickledStateProcessor):
-    def __init__(self, step, input_columns, output_schema):
-        super().__init__(step, input_columns, output_schema)
+    def __init__(self, step, input_columns, output_schema, idle=None):
+        super().__init__(step, input_columns, output_schema, idle)
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -219,9 +225,12 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
         self.map = handle.getMapState("segments", _SEGMENT_KEY, _STATE_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
-        batch = self._input(rows)
+        packed = self._packed(rows)
         stored = _stored_bytes(self.state)
         meta = pickle.loads(stored) if stored is not None else None
+        if meta is not None and self.idle is not None and self.idle(meta, packed):
+            return  # the batch changes nothing here: no frame built, no segment read, nothing written
+        batch = as_frame(packed, self.input_columns)
         entry = (self.identity, tuple(key))
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
         out, meta = self.step(meta, batch, segments)
@@ -234,11 +243,16 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
         yield from self._output(out)
 
 
-def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType) -> "DataFrame":
+def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType,
+                  idle: Optional[Idle] = None) -> "DataFrame":
     """Apply ``step(meta, rows, segments) -> (output, meta)`` per state bucket (the column ``bucket``):
     ``meta`` is the bucket's small pickled value (None at first), ``segments`` its segment map
-    (``Segments``). Rows arrive packed (``packed_by``)."""
-    processor = _SegmentedStateProcessor(step, df.columns, output_schema)
+    (``Segments``). Rows arrive packed (``packed_by``). ``idle(meta, rows)``, given the rows as an Arrow
+    table, says whether the step would return no output and ``meta`` unchanged (typically: the batch brings
+    the bucket only a tick and nothing is due); the step is then not called at all. Most buckets of a
+    time-driven operator are in that case in most micro-batches of a lightly loaded query, and a step costs
+    milliseconds of pandas even on one row."""
+    processor = _SegmentedStateProcessor(step, df.columns, output_schema, idle)
     return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
@@ -280,12 +294,18 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
     return df.mapInArrow(pack, schema)
 
 
-def unpack_rows(blobs: list, columns: list[str]) -> "pd.DataFrame":
-    """The rows of a bucket's blobs as one frame. An array value becomes a tuple, so that it can be a join
-    or grouping key (compared and hashed); the worker writes a tuple back as an array."""
+def unpacked_table(blobs: list):
+    """The rows of a bucket's blobs as one Arrow table."""
     import pyarrow as pa
 
-    table = pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
+    return pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
+
+
+def as_frame(table, columns: list[str]) -> "pd.DataFrame":
+    """A bucket's rows as one frame named ``columns``. An array value becomes a tuple, so that it can be a
+    join or grouping key (compared and hashed); the worker writes a tuple back as an array."""
+    import pyarrow as pa
+
     frame = table.to_pandas().set_axis(columns, axis=1)
     for name, field in zip(columns, table.schema):
         if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):

@@ -41,7 +41,9 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
-from .keyed_inputs import BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
+from .keyed_inputs import (
+    BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_only_clock, tick_rows,
+)
 from .state import run_segmented
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
@@ -97,7 +99,20 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     schema = StructType(out_fields)
     process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-    return run_segmented(both, BUCKET, process, schema)
+    return run_segmented(both, BUCKET, process, schema, idle=_idle(window))
+
+
+def _idle(w: Window):
+    """Whether a bucket's batch changes nothing: it brings only the clock, no stored record is due at it,
+    and no segment expires at it."""
+    def idle(meta: dict, rows) -> bool:
+        now = tick_only_clock(rows)
+        if now is None:
+            return False
+        index = meta["segments"]
+        return not _due(index, now) and not any(_expired(w, summary, now) for summary in index.values())
+
+    return idle
 
 
 def segment_width(w: Window) -> int:

@@ -41,7 +41,7 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
-    key_names, payload, restore_integers, tag_side, take, tick_rows,
+    key_names, payload, restore_integers, tag_side, take, tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 from .stream_table import OPERATOR as STREAM_TABLE
@@ -69,7 +69,7 @@ class TemporalJoin:
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key),
                             join.join_type == "LEFT")
-        return run_segmented(data, BUCKET, step, schema)
+        return run_segmented(data, BUCKET, step, schema, idle=_idle)
 
 
 PENDING, WAITING = -1, -2  # segment numbers (the base's change chunks are numbered from 0)
@@ -99,8 +99,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
 
         versions = data[usable & is_version & ~null_key].copy()
         arriving = data[usable & ~is_version & (outer | ~null_key)].copy()  # LEFT: a null key waits, to be padded
-        if not len(versions) and not len(arriving) and not any(
-                meta[name] is not None and meta[name] <= end for name in EARLIEST.values()):
+        if not len(versions) and not len(arriving) and not _due(meta, end):
             return pd.DataFrame(), meta  # nothing new, nothing due: no state read
         versions[ORD] = meta["ord"] + np.arange(len(versions), dtype=np.int64)
         versions[ALIVE] = versions[OK].to_numpy(dtype=bool) & ~versions[DELETE].to_numpy(dtype=bool)
@@ -124,6 +123,17 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         return out, meta
 
     return step
+
+
+def _idle(meta: dict, rows) -> bool:
+    """Whether a bucket's batch changes nothing: only the clock, and it reaches neither the earliest pending
+    version nor the earliest waiting record."""
+    end = tick_only_clock(rows)
+    return end is not None and not _due(meta, end)
+
+
+def _due(meta: dict, end: int) -> bool:
+    return any(meta[name] is not None and meta[name] <= end for name in EARLIEST.values())
 
 
 def _part(meta, segments, part: int, columns) -> pd.DataFrame:
