@@ -196,7 +196,7 @@ def _shown(value):
 
 
 def _record_from(obj, args):
-    from .conformance.runner import encode_key
+    from .connectors.formats import encode_key
     from .connectors.topic_store import Record
 
     now = int(time.time() * 1000)

@@ -1,5 +1,5 @@
-"""The conformance suites — the seed cases and our own (``cases/``) — through the engine, at one record
-per batch and all at once.
+"""The conformance suites — the seed cases, the pending seed cases and our own (``cases/``) — through the
+engine, at one record per batch and all at once.
 
 Cases whose join operator is not built yet are listed in ``known_failures.txt`` with the issue that
 builds it. The suite fails if an unlisted case fails, or if a listed case passes (so the list shrinks).
@@ -18,7 +18,7 @@ import pytest
 from streamjoin.conformance.cases import load_cases
 from streamjoin.conformance.report import run_cases, summary_line
 
-from ..conftest import SEED_CASES
+from ..conftest import PENDING_CASES, SEED_CASES
 
 KNOWN_FAILURES = Path(__file__).with_name("known_failures.txt")
 OUR_CASES = Path(__file__).with_name("cases")
@@ -40,7 +40,7 @@ WORKERS = 3  # cases at once on the shared session: a case mostly waits on the d
 
 @pytest.fixture(scope="module")
 def results(spark):
-    cases = load_cases([str(SEED_CASES), str(OUR_CASES)])
+    cases = load_cases([str(SEED_CASES), str(OUR_CASES)] + ([str(PENDING_CASES)] if PENDING_CASES.is_dir() else []))
     whole = run_cases(spark, cases, records_per_batch=0, echo=False, workers=WORKERS)
     cut = run_cases(spark, cases, records_per_batch=lambda c: 1 if len(c.inputs) <= LONG_CASE else LONG_CUT,
                     echo=False, workers=WORKERS)

@@ -166,7 +166,7 @@ def _cli(home, script, bootstrap, *extra):
 
 
 def _produce(bootstrap):
-    from streamjoin.conformance.runner import encode_key
+    from streamjoin.connectors.formats import encode_key
     import json
 
     topics = KafkaTopics(bootstrap)

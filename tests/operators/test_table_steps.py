@@ -70,15 +70,16 @@ def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
     assert meta["rows"] == 0
 
 
-def stream_table_step(stream_cols, table_cols, outer, cold=False):
-    return as_step(stream_table._bucket_step(["__k0"], ["__k0"], stream_cols, table_cols, ["jk"], outer), cold)
+def stream_table_step(stream_cols, table_cols, outer, cold=False, rematch_ms=None):
+    return as_step(stream_table._bucket_step(["__k0"], ["__k0"], stream_cols, table_cols, ["jk"], outer, rematch_ms), cold)
 
 
 @pytest.mark.parametrize("cold", [False, True], ids=["cached table", "table replayed from its log"])
-@pytest.mark.parametrize("outer", [False, True])
+@pytest.mark.parametrize("outer,rematch", [(False, None), (True, None), (True, 10 ** 9)],
+                         ids=["inner", "left", "left, Lenses re-match"])
 @pytest.mark.parametrize("seed", range(5))
-def test_stream_table_output_does_not_depend_on_batch_cuts(outer, seed, cold):
-    step = stream_table_step(["lv"], ["rv"], outer, cold)
+def test_stream_table_output_does_not_depend_on_batch_cuts(outer, rematch, seed, cold):
+    step = stream_table_step(["lv"], ["rv"], outer, cold, rematch)
     frame = changelog(seed, stream_side=stream_table.STREAM)
     whole, _ = run(step, frame, [])
     assert whole, "the random changelog produced no output: nothing is being tested"
@@ -86,7 +87,32 @@ def test_stream_table_output_does_not_depend_on_batch_cuts(outer, seed, cold):
     assert one_by_one == whole
     assert run(step, frame, [len(frame) // 2])[0] == whole
     assert len(meta["table"]["chunks"]) <= state.MAX_CHUNKS  # one chunk a batch, compacted past the limit
-    assert set(segments.frames) == set(meta["table"]["chunks"])
+    assert set(segments.frames) - {stream_table.WAITING} == set(meta["table"]["chunks"])
+
+
+def test_lenses_rematch_emits_a_padded_record_once_more_when_its_table_row_arrives():
+    """Only a live row later in ingestion order re-matches; a tombstone does not; a record older than the
+    retention behind stream time stops waiting."""
+    step = stream_table_step(["sv"], ["tv"], True, rematch_ms=100)
+    S, T = stream_table.STREAM, stream_table.TABLE
+    frame = pd.DataFrame([
+        {SIDE: S, "__k0": 1, "sv": "s1", ROWTIME: 10, SEQ: 1, DELETE: False, STREAM_TIME: 10},
+        {SIDE: T, "__k0": 1, "tv": "a", ROWTIME: 20, SEQ: 2, DELETE: False, STREAM_TIME: 20},
+        {SIDE: S, "__k0": 2, "sv": "s2", ROWTIME: 30, SEQ: 3, DELETE: False, STREAM_TIME: 30},
+        {SIDE: T, "__k0": 2, "tv": None, ROWTIME: 35, SEQ: 4, DELETE: True, STREAM_TIME: 35},
+        {SIDE: S, "__k0": 3, "sv": "s3", ROWTIME: 40, SEQ: 5, DELETE: False, STREAM_TIME: 40},
+        {SIDE: S, "__k0": 9, "sv": "s4", ROWTIME: 200, SEQ: 6, DELETE: False, STREAM_TIME: 200},
+        {SIDE: T, "__k0": 3, "tv": "c", ROWTIME: 210, SEQ: 7, DELETE: False, STREAM_TIME: 210},
+        {SIDE: T, "__k0": 2, "tv": "b", ROWTIME: 220, SEQ: 8, DELETE: False, STREAM_TIME: 220},
+        {SIDE: T, "__k0": 1, "tv": "a2", ROWTIME: 230, SEQ: 9, DELETE: False, STREAM_TIME: 230},
+    ]).assign(**{OK: True, NULL_KEY: False, SUB: 0, BUCKET: 0})
+    expected = [("s1", None, 10), ("s1", "a", 20), ("s2", None, 30), ("s3", None, 40), ("s4", None, 200)]
+    for cuts in ([], [6], list(range(1, len(frame)))):
+        out, (meta, _) = run(step, frame, cuts)
+        # s3 (t = 40) stopped waiting once stream time passed 140, before c arrived; s2 stopped when b came
+        # only because it is older than 220 - 100 too; s1 was re-matched once, not again by a2
+        assert [(r[0], r[1], r[3]) for r in out] == expected
+        assert meta["waiting"] == 1  # s4
 
 
 def test_stream_table_lookup_is_as_of_ingestion_order_not_time():

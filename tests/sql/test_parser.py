@@ -93,7 +93,7 @@ STATEMENTS = [
      CreateSource("TABLE", I("orders"), (ColumnDef(I("order_id"), T("STRING")),
                                          ColumnDef(I("order_time"), T("TIMESTAMP", 3))),
                   (Property("connector", "kafka"), Property("topic", "orders"), Property("format", "json")),
-                  watermark=Watermark(I("order_time"), col("order_time")), style="flink")),
+                  watermark=Watermark(I("order_time"), col("order_time")), style="flink", dialect="flink")),
     ("CREATE TABLE p (id STRING, ts TIMESTAMP(3), pt AS PROCTIME(), PRIMARY KEY (id, ts) NOT ENFORCED, "
      "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH ('key.format' = 'json')",
      lambda s: s.style == "flink" and s.primary_key == (I("id"), I("ts"))
@@ -203,6 +203,35 @@ STATEMENTS = [
          (I("w"), WindowSpec("RANGE", FrameBound("PRECEDING", MINUTE), CURRENT)),)),
     ("SELECT * FROM s AS x OVER (w RANGE CURRENT ROW) WHERE a = 1 GROUP BY a WINDOW w AS (ROWS 2 PRECEDING)",
      lambda s: s.query.from_.window.base == I("w") and s.query.windows[0][0] == I("w")),
+    # ---- SQLstream's own statements
+    ("CREATE OR REPLACE STREAM beast_events (row_id integer not null, zone integer) DESCRIPTION 'events'",
+     lambda s: s.dialect == "sqlstream" and s.properties == () and s.description == "events"
+     and s.columns[0].not_null and not s.columns[1].not_null),
+    ("CREATE TABLE animal_data (animal_id int not null primary key, name varchar(32) not null)",
+     lambda s: s.dialect == "sqlstream" and s.kind == "TABLE" and s.columns[0].primary_key and s.columns[0].not_null),
+    ("CREATE STREAM stocks.order_quantity (ticker VARCHAR(8))",
+     lambda s: s.name == Ident("order_quantity", schema=I("stocks"))),
+    ("SELECT STREAM * FROM stocks.prices AS p", lambda s: s.query.from_.name == Ident("prices", schema=I("stocks"))),
+    ("CREATE OR REPLACE PUMP stocks.p STOPPED AS INSERT INTO out (a, b) SELECT STREAM x, y FROM s",
+     lambda s: s.stopped and s.name.schema == I("stocks") and s.insert.columns == ((I("a"),), (I("b"),))),
+    ("ALTER PUMP stocks.p, q, zoo.* START",
+     lambda s: s.action == "START" and [n.text for n in s.names] == ["p", "q"] and s.schemas == (I("zoo"),)),
+    ("CREATE VIEW v (a, b) DESCRIPTION 'd' AS SELECT STREAM x, y FROM s", lambda s: s.columns == (I("a"), I("b"))),
+    ("SET SCHEMA 'stocks'", lambda s: s.name == I("stocks")),
+    ("CREATE FOREIGN STREAM f (a INT) SERVER KAFKA10_SERVER OPTIONS (\"TOPIC\" 't', \"PARSER\" 'CSV')",
+     lambda s: s.dialect == "sqlstream" and ("topic", "t") in [(p.name, p.value) for p in s.properties]
+     and ("value_format", "DELIMITED") in [(p.name, p.value) for p in s.properties]),
+    ("INSERT INTO t (ROWTIME, a) VALUES (CAST('2019-03-30 05:03:30.000' AS TIMESTAMP), -1), (0, NULL)",
+     lambda s: len(s.rows) == 2 and s.rows[1] == (lit(0), lit(None)) and s.columns[0] == (I("ROWTIME"),)),
+    # ---- Lenses' own statements
+    ("CREATE TABLE car_speed_events(_key.plate string, speedMph int, sensor.id string) FORMAT(json, avro) "
+     "PROPERTIES(partitions=3, compacted=true)",
+     lambda s: s.dialect == "lenses" and s.formats == ("json", "avro") and s.columns[0].path == ("_key", "plate")
+     and Property("partitions", 3) in s.properties),
+    ("INSERT INTO target STORE KEY AS STRING VALUE AS AVRO SELECT STREAM a AS _key FROM source",
+     lambda s: (s.key_format, s.value_format) == ("STRING", "AVRO")),
+    ("INSERT INTO daily-item-stats SELECT STREAM itemId FROM purchases-2",
+     lambda s: s.target == I("daily-item-stats", True) and s.query.from_.name == I("purchases-2", True)),
 ]
 
 # (expression text, expected tree or predicate on it)

@@ -115,6 +115,21 @@ REFUSED = [
     ("trigger interval that is no interval", "SET 'streamjoin.trigger.interval' = 'soon';", "invalid-setting", "2 seconds"),
     ("trigger interval in an unknown unit", "SET 'streamjoin.trigger.interval' = '2 fortnights';", "invalid-setting",
      "interval"),
+    # ---- INSERT ... VALUES, pumps, Lenses DDL
+    ("VALUES of another type than its column", "INSERT INTO L (ID, V) VALUES ('one', 'x');", "values-type",
+     "does not fit column ID of type INT"),
+    ("VALUES with too few values", "INSERT INTO L (ID, V) VALUES (1);", "values-count", "1 values for 2 columns"),
+    ("VALUES that are not literals", "INSERT INTO L (ID, V) VALUES (1, UCASE('x'));", "values-literal", "literals"),
+    ("VALUES into a column the target lacks", "INSERT INTO L (ID, NOPE) VALUES (1, 2);", "unknown-column", "NOPE"),
+    ("VALUES into a table read from a file", "INSERT INTO F VALUES (1, 'a');", "insert-into-file", "file"),
+    ("INSERT naming fewer columns than its query gives", "INSERT INTO L (ID, V) SELECT ID FROM R;", "column-count",
+     "names 2 columns, its query gives 1"),
+    ("ALTER PUMP of a pump never created", "ALTER PUMP nope START;", "unknown-pump", "nope"),
+    ("Lenses key format that is not one", "CREATE TABLE lk (_key int, a int) FORMAT (xml, json);", "key-format", "xml"),
+    ("Lenses join on keys stored in two formats",
+     "CREATE TABLE ks (_key string, a int) FORMAT (string, json); CREATE TABLE ki (_key string, b int) FORMAT (json, json);"
+     "WITH kt AS (SELECT TABLE * FROM ki); INSERT INTO j SELECT STREAM ks.a, kt.b FROM ks JOIN kt;",
+     "key-formats-differ", "STORE KEY AS"),
 ]
 
 
@@ -158,6 +173,17 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT STREAM L.V FROM L OVER w JOIN R OVER w USING (ID) WINDOW w AS (ROWS 10 PRECEDING);",
     "CREATE TABLE Cdc (id STRING, v INT, PRIMARY KEY (id) NOT ENFORCED) "
     "WITH ('connector' = 'kafka', 'topic' = 'cdc', 'format' = 'debezium-json');",
+    # SQLstream's own declarations: schema, native stream and table, VALUES, view, pumps
+    "CREATE OR REPLACE SCHEMA zoo; SET SCHEMA 'zoo'; CREATE OR REPLACE STREAM ev (id INT NOT NULL, aid INT) DESCRIPTION 'e';"
+    "CREATE TABLE zoo.animals (aid INT NOT NULL PRIMARY KEY, name VARCHAR(8)); INSERT INTO animals VALUES (1, 'cow');"
+    "CREATE VIEW named (id, who) AS SELECT STREAM e.id, a.name FROM ev AS e JOIN animals AS a USING (aid);"
+    "CREATE STREAM out (id INT, who VARCHAR(8)); CREATE PUMP p STOPPED AS INSERT INTO out SELECT STREAM id, who FROM named;"
+    "ALTER PUMP zoo.* START;",
+    # Lenses' own declarations
+    "CREATE TABLE cars (_key.plate STRING, speed INT, sensor.id STRING) FORMAT (json, avro) PROPERTIES (partitions = 2);"
+    "INSERT INTO cars (_key.plate, speed, sensor.id) VALUES (\"AB-1\", 50, \"s1\");"
+    "INSERT INTO fast STORE KEY AS STRING VALUE AS JSON SELECT STREAM _key.plate AS plate, sensor.id AS sid FROM cars;",
+    "INSERT INTO L (ROWTIME, ID, V) VALUES ('2019-03-30 05:03:30.000', 1, 'a'), (1000, -2, NULL);",
 ]
 
 
@@ -199,3 +225,20 @@ def test_trigger_intervals(text, ms):
     from streamjoin.plan.settings import interval_ms
 
     assert interval_ms(text) == ms
+
+
+def test_values_become_records_in_the_targets_formats():
+    from streamjoin.connectors.topic_store import Record
+
+    planner = StatementPlanner(Catalog())
+    planned = [planner.plan(item) for item in parse_script(
+        KSQL_STREAMS + "INSERT INTO L (ROWTIME, ID, V) VALUES ('1970-01-01 00:00:01.500', 7, 'a');"
+        "CREATE TABLE cars (_key.plate STRING, speed INT, sensor.id STRING) FORMAT (json, json);"
+        "INSERT INTO cars (_key.plate, speed, sensor.id) VALUES (\"AB-1\", 50, \"s1\");"
+        "CREATE TABLE animals (aid INT NOT NULL PRIMARY KEY, name VARCHAR(8)); INSERT INTO animals VALUES (1, 'cow');")]
+    produced = [p.produced for p in planned if p.produced]
+    assert produced[0] == ("left", (Record(b"7", b'{"V": "a"}', 1500),))
+    topic, (car,) = produced[1]
+    assert topic == "cars" and car.key == b'{"plate": "AB-1"}' and car.value == b'{"speed": 50, "sensor": {"id": "s1"}}'
+    topic, (animal,) = produced[2]
+    assert topic == "ANIMALS" and animal.key == b"1" and animal.value == b'{"AID": 1, "NAME": "cow"}'

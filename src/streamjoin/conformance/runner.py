@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from pyspark.sql import SparkSession
 
+from ..connectors.formats import encode_key, encode_value
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, ORDER_PROPERTY, Engine
@@ -40,67 +41,32 @@ class CaseResult:
     outputs: tuple = ()
 
 
-def encode_key(key: Any) -> Optional[bytes]:
-    if key is None:
-        return None
-    if isinstance(key, (dict, list)):
-        return json.dumps(key).encode()
-    if isinstance(key, bool):
-        return b"true" if key else b"false"
-    return str(key).encode()
-
-
 def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
     """Append the case's inputs in list order; values are written in their topic's declared format."""
     formats = _topic_formats(catalog)
-    batches = [
-        (i["topic"], [Record(encode_key(i.get("key")), encode_value(i.get("value"), formats.get(i["topic"])),
-                             int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))])
-        for i in inputs
-    ]
+    batches = []
+    for i in inputs:
+        topic = _input_topic(i["topic"], formats)
+        batches.append((topic, [Record(encode_key(i.get("key")), encode_value(i.get("value"), formats.get(topic)),
+                                       int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))]))
     store.append(batches)
+
+
+def _input_topic(named: str, formats: dict) -> str:
+    """The topic a case's input goes to: the topic it names when a source reads it; else the topic of the
+    one declared source whose topic or name it names in another case, or without its schema (a SQLstream
+    native stream ``zoo.events`` reads topic ``ZOO.EVENTS``: ``events`` names it)."""
+    if named in formats or not formats:
+        return named
+    wanted = named.casefold()
+    matches = {topic for topic, source in formats.items()
+               if wanted in (topic.casefold(), source.name.casefold(), source.name.rsplit(".", 1)[-1].casefold())}
+    return matches.pop() if len(matches) == 1 else named
 
 
 def decode_headers(headers) -> tuple:
     """A case record's headers, as ksqlDB's test files write them: ``[{"KEY": name, "VALUE": base64}]``."""
     return tuple((h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"])) for h in headers or ())
-
-
-def encode_value(value: Any, source=None) -> Optional[bytes]:
-    """JSON by default; a string for a DELIMITED or AVRO topic is the raw value (bad input for an AVRO
-    one); an object for an AVRO topic is written with the source's Avro schema."""
-    if value is None:
-        return None
-    fmt = source.value_format if source is not None else "JSON"
-    if isinstance(value, str) and fmt in ("DELIMITED", "AVRO"):
-        return value.encode()
-    if fmt == "AVRO":
-        import io
-
-        import fastavro
-
-        from ..connectors.formats import avro_schema_text
-
-        columns = [(c.name, c.type) for c in source.value_columns]
-        schema = json.loads(avro_schema_text(dict(source.properties), source.name, columns))
-        given = {k.casefold(): v for k, v in value.items()}
-        record = {f["name"]: given.get(f["name"].casefold()) for f in schema["fields"]}
-        types = {f["name"]: next((t for c, t in columns if c.casefold() == f["name"].casefold()), "") for f in schema["fields"]}
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _avro_ready(record, types))
-        return buffer.getvalue()
-    return json.dumps(value).encode()
-
-
-def _avro_ready(record: dict, types: dict) -> dict:
-    """Timestamps given as text in a case become datetimes for the Avro writer."""
-    from datetime import datetime, timezone
-
-    out = dict(record)
-    for name, value in record.items():
-        if isinstance(value, str) and types.get(name, "").lower() == "timestamp":
-            out[name] = datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
-    return out
 
 
 def _topic_formats(catalog) -> dict:
@@ -136,10 +102,10 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
         produce_inputs(engine.store, case.inputs, engine.catalog)
         engine.start_pending()
         engine.process_all_available()
-        expected_topics = {o["topic"].casefold() for o in case.outputs}
+        expected = [dict(o, topic=_output_topic(o["topic"], engine).casefold()) for o in case.outputs]
+        expected_topics = {o["topic"] for o in expected}
         actual = _read_sinks(engine, expected_topics)
         actual = [a for a in actual if a["topic"].casefold() in expected_topics or not expected_topics]
-        expected = [dict(o, topic=o["topic"].casefold()) for o in case.outputs]
         for a in actual:
             a["topic"] = a["topic"].casefold()
         problem = compare(expected, actual, ordering=case.ordering, mode=case.compare)
@@ -151,6 +117,15 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
         engine.stop()
         _delete(engine.store, topics)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _output_topic(named: str, engine: Engine) -> str:
+    """The topic an expected output names: a sink's topic, or (as for inputs) the topic of the one stream
+    or table named so, with or without its schema."""
+    sinks = {q.topic.casefold() for q in engine.queries}
+    if named.casefold() in sinks:
+        return named
+    return _input_topic(named, {s.topic: s for s in engine.catalog.sources.values() if s.topic})
 
 
 def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:

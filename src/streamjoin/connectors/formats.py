@@ -19,7 +19,7 @@ import json
 import re
 from datetime import date, datetime, timezone
 from decimal import Decimal
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pyarrow as pa
 
@@ -166,3 +166,52 @@ def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.Rec
             yield batch.set_column(index, "value", pa.array(out, pa.binary()))
 
     return convert
+
+
+# ---------------------------------------------------------------------- records written by streamjoin itself
+
+def encode_key(key: Any) -> Optional[bytes]:
+    """A record key as streamjoin writes one it is given: an object or array as JSON, a scalar as its text."""
+    if key is None:
+        return None
+    if isinstance(key, (dict, list)):
+        return json.dumps(key).encode()
+    if isinstance(key, bool):
+        return b"true" if key else b"false"
+    return str(key).encode()
+
+
+def encode_value(value: Any, source=None) -> Optional[bytes]:
+    """A record value (an object of column values) in ``source``'s value format: JSON by default; a string
+    for a DELIMITED or AVRO topic is the raw value (bad input for an AVRO one); an object for a DELIMITED
+    topic is its columns in declared order, for an AVRO one a record of the source's Avro schema."""
+    if value is None:
+        return None
+    fmt = source.value_format if source is not None else "JSON"
+    if isinstance(value, str) and fmt in ("DELIMITED", "AVRO"):
+        return value.encode()
+    if fmt == "DELIMITED":
+        given = {k.casefold(): v for k, v in value.items()}
+        cells = ["" if given.get(c.name.casefold()) is None else str(given[c.name.casefold()]) for c in source.value_columns]
+        return delimiter_of(dict(source.properties)).join(cells).encode()
+    if fmt == "AVRO":
+        import fastavro
+
+        columns = [(c.name, c.type) for c in source.value_columns]
+        schema = json.loads(avro_schema_text(dict(source.properties), source.name, columns))
+        given = {k.casefold(): v for k, v in value.items()}
+        record = {f["name"]: given.get(f["name"].casefold()) for f in schema["fields"]}
+        types = {f["name"]: next((t for c, t in columns if c.casefold() == f["name"].casefold()), "") for f in schema["fields"]}
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _avro_ready(record, types))
+        return buffer.getvalue()
+    return json.dumps(value).encode()
+
+
+def _avro_ready(record: dict, types: dict) -> dict:
+    """Timestamps given as text become datetimes for the Avro writer."""
+    out = dict(record)
+    for name, value in record.items():
+        if isinstance(value, str) and types.get(name, "").lower() == "timestamp":
+            out[name] = datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
+    return out

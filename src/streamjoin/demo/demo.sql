@@ -30,3 +30,15 @@ CREATE TABLE accounts (accountid INT PRIMARY KEY, custid INT, balance INT) WITH 
 CREATE TABLE account_owners AS
   SELECT a.accountid AS accountid, c.name AS owner, a.balance AS balance
   FROM accounts a JOIN customers c ON a.custid = c.custid;
+
+-- SQLstream, in its own syntax: native streams and a table (no WITH clause; each is the topic of its
+-- name), rows the script inserts itself, and a pump (SQLstream's persistent query) that enriches each
+-- event with its animal; event 2's animal is unknown, so its name is null.
+CREATE STREAM beast_events (row_id INTEGER NOT NULL, animal_id INTEGER, weight INTEGER) DESCRIPTION 'observed';
+CREATE TABLE animal_data (animal_id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(32) NOT NULL);
+INSERT INTO animal_data (animal_id, name) VALUES (1, 'Daisy'), (2, 'Toad');
+INSERT INTO beast_events (ROWTIME, row_id, animal_id, weight) VALUES (10, 1, 1, 300), (20, 2, 3, 5), (30, 3, 2, 1);
+CREATE STREAM weighed (row_id INTEGER, name VARCHAR(32), weight INTEGER);
+CREATE PUMP weigh_pump STOPPED AS
+  INSERT INTO weighed SELECT STREAM e.row_id, a.name, e.weight FROM beast_events e LEFT JOIN animal_data a USING (animal_id);
+ALTER PUMP weigh_pump START;

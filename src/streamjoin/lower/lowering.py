@@ -83,8 +83,8 @@ def read_once(records: DataFrame) -> DataFrame:
     make the exchanges differ; it only tests each column for null."""
     spread = records.repartition(records.sparkSession.sparkContext.defaultParallelism, "seq", "partition")
     every_column = F.lit(True)
-    for c in spread.columns:
-        every_column = every_column & F.col(c).isNull()
+    for c in spread.columns:  # a decoded column is named after its topic, which may hold dots
+        every_column = every_column & F.col("`" + c.replace("`", "``") + "`").isNull()
     return spread.observe("read_once", F.count(F.when(every_column, 1)).alias("empty_rows"))
 
 

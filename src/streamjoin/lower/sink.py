@@ -28,9 +28,19 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_avro(schema, "__row"), RECORD_SCHEMA)
     if target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
+    elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
+        value = F.regexp_extract(F.to_json(F.array(F.col(sink.value_fields[0])), TO_JSON), r"^\[(.*)\]$", 1)
+        if TOMBSTONE in df.columns:
+            value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def unwrapped(sink: Sink) -> bool:
+    """A sink whose one value column is named ``_value`` (Lenses' ``expr AS _value``)."""
+    fields = sink.value_fields
+    return len(fields) == 1 and sink.input.field(fields[0]).name.casefold() == "_value"
 
 
 def _key(sink: Sink, key_format: str) -> Column:

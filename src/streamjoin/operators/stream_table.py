@@ -16,10 +16,17 @@ Two lowerings:
   Spark's native stream-static hash join; nothing is kept in streaming state. Its null-key drops are
   counted per batch in the checkpoint (``runtime.observed_drops``).
 
+Lenses exception (DIALECT §3): in a LEFT join whose table is a Lenses ``SELECT TABLE`` view
+(``Join.rematch_ms``), a padded stream record waits for its table row, and the first live row of its key
+read later (while stream time has not passed the record's time + the retention, 24 h by default) emits it
+once more, joined, at the table row's time.
+
 State (changelog table only; per bucket, segmented: ``operators.state``): the live table rows — join key and
 the table's columns — as a log of change chunks, one per micro-batch that changed the table, replaced by
-one chunk of the whole table every 16 chunks (``state.log_changes``); and, in the bucket's meta value, the
-count of stream records dropped for a null key and the number of live rows. A batch writes only its own
+one chunk of the whole table every 16 chunks (``state.log_changes``); with the Lenses exception, the
+waiting padded records in one more segment, purged once stream time passes their time + the retention;
+and, in the bucket's meta value, the count of stream records dropped for a null key and the number of live
+rows and waiting records. A batch writes only its own
 changes; the table it looks up is the worker's cached copy while that still matches the store, else the
 chunks replayed. A tombstone, or a change that fails the table's ON predicates, removes its key at once;
 nothing else is purged (a table holds every live key, as in ksqlDB).
@@ -65,29 +72,74 @@ class StreamTableJoin:
             + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
             + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
         )
-        step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key), outer)
+        step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key), outer,
+                            join.rematch_ms)
         return run_segmented(data, BUCKET, step, schema)
 
 
-def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool):
-    """The per-bucket step over segmented state: the table is a log of change chunks (``state.read_table``)."""
+WAITING = -1  # segment number of the padded records waiting for their table row (the table's chunks: 0, 1, ...)
+
+
+def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: bool, rematch_ms=None):
+    """The per-bucket step over segmented state: the table is a log of change chunks (``state.read_table``);
+    with ``rematch_ms``, padded stream records wait for their table row in one more segment."""
+    waiting_cols = keys + stream_cols + [ROWTIME, SEQ, SUB, STREAM_TIME]
+
     def step(meta, rows: pd.DataFrame, segments):
-        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
+        meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log(), "waiting": 0}
         null_key = rows[NULL_KEY].to_numpy(dtype=bool)
         count_dropped(meta, "null_key", (null_key & (rows[SIDE].to_numpy() == STREAM)).sum())
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, table_cols)
-        out = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
+        out, unmatched = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
+        if rematch_ms is not None:
+            padded = out[unmatched].assign(**{k: out[jk].to_numpy()[unmatched] for k, jk in zip(keys, key_ids)})
+            rematched = _rematch(meta, segments, rows, padded[waiting_cols], keys, table_cols, key_ids, rematch_ms)
+            out = pd.concat([out, rematched[list(out.columns)]], ignore_index=True)
         changes = _last_changes(rows[rows[SIDE] == TABLE], keys, table_cols)
         table = apply_changes(meta["table"], segments, store, changes, keys)
-        meta["rows"] = len(table)
+        meta["rows"] = len(table) + meta.get("waiting", 0)
         return out, meta
 
     return step
 
 
-def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> pd.DataFrame:
+def _rematch(meta, segments, rows, padded, keys, table_cols, key_ids, retention: int) -> pd.DataFrame:
+    """Lenses (DIALECT §3): a stream record padded for want of its table row (``padded``: this batch's, as
+    waiting rows) waits, up to ``retention`` ms of stream time, and is emitted once more, joined, when a live
+    row of its key arrives later in ingestion order — at that table record's time and ingestion position
+    (its own position breaking ties). Waiting records leave when re-matched or too old."""
+    waiting_cols = list(padded.columns)
+    stored = segments.get(WAITING).set_axis(waiting_cols, axis=1) if meta.get("waiting") else padded.iloc[:0]
+    waiting = pd.concat([stored, padded], ignore_index=True)
+    live = rows[(rows[SIDE] == TABLE).to_numpy() & rows[OK].to_numpy(dtype=bool) & ~rows[DELETE].to_numpy(dtype=bool)]
+    emitted = pd.DataFrame(columns=waiting_cols + table_cols + list(key_ids))
+    if len(waiting) and len(live):
+        pairs = waiting.reset_index().merge(live[keys + table_cols + [ROWTIME, SEQ, STREAM_TIME]].rename(
+            columns={ROWTIME: "__t_time", SEQ: "__t_seq", STREAM_TIME: "__t_clock"}), on=keys)
+        # a later row, read while the record still waited (stream time not yet past its time + retention)
+        clock = pairs["__t_clock"].to_numpy(dtype=float)
+        pairs = pairs[(pairs["__t_seq"].to_numpy() > pairs[SEQ].to_numpy())
+                      & ~(clock - retention > pairs[ROWTIME].to_numpy(dtype=float))]
+        first = pairs.sort_values("__t_seq", kind="stable").drop_duplicates("index")  # the first later table row
+        emitted = first.assign(**{jk: first[k].to_numpy() for jk, k in zip(key_ids, keys)},
+                               **{SUB: first[SEQ].to_numpy(), ROWTIME: first["__t_time"].to_numpy(),
+                                  SEQ: first["__t_seq"].to_numpy()})
+        waiting = waiting.drop(index=first["index"].to_numpy())
+    clock = rows[STREAM_TIME].to_numpy(dtype=float)
+    if len(clock) and not np.isnan(clock).all():
+        waiting = waiting[waiting[ROWTIME].to_numpy(dtype=float) >= np.nanmax(clock) - retention]
+    if len(waiting) != meta.get("waiting", 0) or len(padded):
+        if len(waiting):
+            segments.put(WAITING, waiting.reset_index(drop=True))
+        elif meta.get("waiting"):
+            segments.remove(WAITING)
+        meta["waiting"] = len(waiting)
+    return emitted
+
+
+def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple[pd.DataFrame, np.ndarray]:
     is_table = (rows[SIDE] == TABLE).to_numpy()
     position = np.where(is_table, np.arange(len(rows)), np.nan)
     latest = pd.Series(position).groupby([rows[k] for k in keys], sort=False).ffill().to_numpy()
@@ -107,7 +159,9 @@ def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> pd.Da
         out[jk] = recs[k].to_numpy()
     for c in (ROWTIME, SEQ, SUB, STREAM_TIME):
         out[c] = recs[c].to_numpy()
-    return out if outer else out[matched].reset_index(drop=True)
+    if outer:  # and which of them found no table row (though they could: their own ON predicates hold)
+        return out, recs[OK].to_numpy(dtype=bool) & ~matched
+    return out[matched].reset_index(drop=True), np.zeros(int(matched.sum()), bool)
 
 
 def _last_changes(changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:

@@ -47,11 +47,16 @@ class Binder:
             node, items, scope = self._bind_aggregate(select, scope, items, style)
         elif select.having is not None:
             raise StatementError("HAVING needs GROUP BY", rule="having-without-group-by", pos=select.having.pos)
-        if select.partition_by:
-            by = tuple(self.bind_expr(e, scope) for e in select.partition_by)
-            node = _repartition(node, by, "PARTITION BY")
+        rekey = [item for item in items if _named(item, "_key")] if select.result_kind else []
+        if select.partition_by or rekey:
+            by = tuple(self.bind_expr(e, scope) for e in select.partition_by) or (
+                rekey[0][0] if len(rekey[0]) == 3 else self.bind_expr(rekey[0][0], scope),)
+            node = _repartition(node, by, "PARTITION BY" if select.partition_by else "AS _key")
             scope = replace(scope, node=node)
         node = self._project(node, items, scope, style)
+        if rekey:  # Lenses `expr AS _key`: the record key, not a value field
+            node = replace(node, fields=tuple(replace(f, hidden=True) if f.name.casefold() == "_key" else f
+                                              for f in node.fields))
         kind = select.result_kind or node.kind
         if kind != node.kind:
             node = replace(node, kind=kind)
@@ -106,7 +111,7 @@ class Binder:
         raise StatementError(f"unsupported FROM item {type(item).__name__}", rule="unsupported-from", pos=getattr(item, "pos", None))
 
     def _bind_relation(self, rel: ast.Relation, windows: dict) -> PlanNode:
-        target = self.catalog.lookup(rel.name.text)
+        target = self.catalog.lookup(rel.name)
         alias = rel.alias.text if rel.alias else rel.name.text
         window = rel.window
         if rel.window_name is not None:
@@ -115,7 +120,8 @@ class Binder:
                 raise StatementError(f"unknown window {rel.window_name.text}", rule="unknown-window", pos=rel.window_name.pos)
         if isinstance(target, ViewInfo):
             node, _ = self.bind_select(target.query)
-            fields = tuple(replace(f, qualifier=alias) for f in node.fields)
+            renamed = dict(zip([f.id for f in node.fields if not f.hidden], target.columns))
+            fields = tuple(replace(f, qualifier=alias, name=renamed.get(f.id, f.name)) for f in node.fields)
             node = replace(node, fields=fields)
             if window is not None or rel.system_time is not None:
                 node = _with_scan_options(node, window, rel.system_time)
@@ -144,6 +150,9 @@ class Binder:
         def resolve(node: ast.Expr) -> Optional[ast.Expr]:
             if isinstance(node, ast.Column):
                 return scope.resolve(node)
+            if (isinstance(node, ast.Subscript) and node.field is not None and isinstance(node.base, ast.Column)
+                    and node.base.qualifier is not None):  # alias._key.f / alias._value.f (Lenses)
+                return scope.facet_field(node.base.name, node.field, node.base.qualifier)
             if isinstance(node, ast.Star) and not isinstance(node, Ref):
                 return node
             return None
@@ -331,6 +340,13 @@ def _numbered(name: str) -> tuple[str, int]:
 
 def _type_of(e: ast.Expr) -> str:
     return e.type if isinstance(e, Ref) else ""
+
+
+def _named(item, name: str) -> bool:
+    """Whether a SELECT item is aliased ``name`` (a Lenses facet: ``AS _key``, ``AS _value``)."""
+    alias = item[1]
+    text = alias.text if isinstance(alias, ast.Ident) else alias
+    return isinstance(text, str) and text.casefold() == name
 
 
 def _key_position(node: PlanNode, expr: ast.Expr, exact: bool = False) -> Optional[int]:

@@ -1,7 +1,9 @@
 """The catalog: every stream, table, view and temporal table function a script has declared.
 
 Names are looked up case-insensitively (``casefold``); each object keeps the spelling it is shown with
-(KSQL upper-cases unquoted identifiers, Flink keeps them as written).
+(KSQL upper-cases unquoted identifiers, Flink keeps them as written). A SQLstream object may live in a
+schema: its name is then ``SCHEMA.NAME``; an unqualified name is looked up in the current schema (``SET
+SCHEMA``) first, then on its own.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ class SourceInfo:
     changelog_format: Optional[str] = None  # e.g. 'debezium-json'
     properties: tuple[tuple[str, object], ...] = ()
     created_by_query: bool = False
+    dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream' ('' for a query's sink)
 
     def column(self, name: str) -> Optional[ColumnInfo]:
         wanted = name.casefold()
@@ -63,11 +66,13 @@ class SourceInfo:
 
 @dataclass(frozen=True)
 class ViewInfo:
-    """A Lenses ``WITH name AS (SELECT ...)`` view: expanded where it is used."""
+    """A Lenses ``WITH name AS (SELECT ...)`` or SQLstream ``CREATE VIEW name [(cols)] AS SELECT ...`` view:
+    expanded where it is used; ``columns`` rename its query's columns in order."""
 
     name: str
     query: ast.Select
     statement_index: int = 0
+    columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,33 @@ class Catalog:
     views: dict[str, ViewInfo] = field(default_factory=dict)
     functions: dict[str, TemporalFunction] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
+    schemas: set = field(default_factory=set)  # SQLstream schemas created (casefolded)
+    schema: Optional[str] = None  # the current schema (SET SCHEMA), as shown
+    pumps: dict = field(default_factory=dict)  # SQLstream pump (casefolded name) -> the id of its query
 
-    def lookup(self, name: str):
-        key = name.casefold()
-        return self.views.get(key) or self.sources.get(key) or self.functions.get(key)
+    def lookup(self, name: "str | ast.Ident"):
+        for key in self.keys_of(name):
+            found = self.views.get(key) or self.sources.get(key) or self.functions.get(key)
+            if found is not None:
+                return found
+        return None
 
-    def source(self, name: str) -> Optional[SourceInfo]:
-        return self.sources.get(name.casefold())
+    def source(self, name: "str | ast.Ident") -> Optional[SourceInfo]:
+        return next((self.sources[k] for k in self.keys_of(name) if k in self.sources), None)
+
+    def keys_of(self, name: "str | ast.Ident") -> list[str]:
+        """The names ``name`` may stand for, casefolded, in the order they are tried."""
+        if isinstance(name, str):
+            return [name.casefold()]
+        if name.schema is not None:
+            return [f"{name.schema.text}.{name.text}".casefold()]
+        current = [f"{self.schema}.{name.text}".casefold()] if self.schema else []
+        return current + [name.text.casefold()]
+
+    def qualified(self, ident: ast.Ident, style: str) -> str:
+        """The name a new object called ``ident`` is shown with: in its schema (given, else the current one)."""
+        schema = display_name(ident.schema, style) if ident.schema is not None else self.schema
+        return f"{schema}.{display_name(ident, style)}" if schema else display_name(ident, style)
 
     def add_source(self, info: SourceInfo, *, pos=None, replace_existing: bool = False) -> None:
         key = info.name.casefold()
@@ -112,9 +137,11 @@ class Catalog:
             raise StatementError(f"{fn.name} already exists", rule="duplicate-name", pos=pos)
         self.functions[key] = fn
 
-    def drop(self, name: str) -> bool:
-        key = name.casefold()
-        return any(d.pop(key, None) is not None for d in (self.sources, self.views, self.functions))
+    def drop(self, name: "str | ast.Ident") -> bool:
+        for key in self.keys_of(name):
+            if any(d.pop(key, None) is not None for d in (self.sources, self.views, self.functions)):
+                return True
+        return False
 
 
 def display_name(ident: ast.Ident, style: str) -> str:

@@ -17,10 +17,19 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
     return {p.name.lower(): p.value for p in props}
 
 
-def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
+def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> SourceInfo:
+    """The catalog entry a CREATE STREAM|TABLE declares; ``name``: the name it is shown with (schema-qualified
+    where the script says so), else its own name as the dialect shows it.
+
+    KSQL and Flink DDL (``WITH (...)``) name the topic and formats. A SQLstream native object (no WITH) is
+    the topic of its own name, JSON valued, every column in the value (a PRIMARY KEY column too, so a table's
+    rows carry their key). Lenses DDL (``FORMAT (key, value)``): see ``_lenses_source``."""
+    if stmt.dialect == "lenses":
+        return _lenses_source(stmt, name or stmt.name.text)
     style = stmt.style
+    native = stmt.dialect == "sqlstream"
     props = properties_dict(stmt.properties)
-    name = display_name(stmt.name, style)
+    name = name or display_name(stmt.name, style)
     columns: list[ColumnInfo] = []
     key_columns: list[str] = []
     proctime = None
@@ -37,7 +46,8 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
             columns.append(_metadata_column(col, col_name))
             continue
         is_key = col.key or col.primary_key
-        columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key else "value"))
+        columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key and not native else "value",
+                                  nullable=not (col.not_null or col.primary_key)))
         if is_key:
             key_columns.append(col_name)
     for pk in stmt.primary_key:  # Flink table-level PRIMARY KEY: key columns stay in the value
@@ -86,7 +96,70 @@ def source_from_ddl(stmt: ast.CreateSource) -> SourceInfo:
         bounded_path=str(path) if path else None,
         changelog_format=changelog,
         properties=tuple(sorted((k, v) for k, v in props.items())),
+        dialect=stmt.dialect,
     )
+
+
+LENSES_KEY_FORMATS = {"STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA", "DOUBLE": "KAFKA", "FLOAT": "KAFKA",
+                      "BYTES": "KAFKA", "JSON": "JSON"}
+LENSES_VALUE_FORMATS = {"JSON": "JSON", "AVRO": "AVRO"}
+
+
+def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
+    """Lenses ``CREATE TABLE t (_key T | _key.f T, a T, b.c T) FORMAT (keyfmt, valuefmt) [PROPERTIES (...)]``:
+    topic ``t`` as written, a stream of records (a query reads it as a table through ``SELECT TABLE``).
+    Names keep their case (JSON fields are matched as written). ``_key T`` is the record key, one column
+    named ``_key``; ``_key.f T`` fields of a structured key, each a key column ``f``; a dotted value name
+    ``b.c`` is field ``c`` of a struct column ``b``."""
+    key_format = _lenses_format(stmt.formats[0], LENSES_KEY_FORMATS, "key", stmt.pos)
+    value_format = _lenses_format(stmt.formats[1], LENSES_VALUE_FORMATS, "value", stmt.pos)
+    props = properties_dict(stmt.properties)
+    columns: list[ColumnInfo] = []
+    structs: dict[str, list[str]] = {}  # struct column -> its fields' Spark types, in order
+    for col in stmt.columns:
+        path = col.path or (col.name.text,)
+        if path[0].casefold() == "_key":
+            if len(path) > 2:
+                raise StatementError(f"{'.'.join(path)}: a key field may not be nested deeper", rule="lenses-key-field", pos=col.pos)
+            columns.append(ColumnInfo(path[-1], spark_type(col.type), "key"))
+        elif path[0].casefold() == "_value" and len(path) == 1:
+            raise StatementError("a primitive _value is not supported yet: declare the value's fields", rule="value-format", pos=col.pos)
+        else:
+            path = path[1:] if path[0].casefold() == "_value" else path
+            if len(path) > 2:
+                raise StatementError(f"{'.'.join(path)}: fields nested more than one level are not supported yet",
+                                     rule="nested-field", pos=col.pos)
+            if len(path) == 2:
+                if path[0] not in structs:
+                    structs[path[0]] = []
+                    columns.append(ColumnInfo(path[0], "", "value"))
+                structs[path[0]].append(f"`{path[1]}`:{spark_type(col.type)}")
+            else:
+                columns.append(ColumnInfo(path[0], spark_type(col.type), "value"))
+    columns = [ColumnInfo(c.name, "struct<" + ",".join(structs[c.name]) + ">", c.origin) if c.name in structs else c
+               for c in columns]
+    key_columns = tuple(c.name for c in columns if c.origin == "key")
+    if len(key_columns) > 1 or (key_columns and key_columns[0] != "_key"):
+        key_format = "JSON"  # fields of a structured key
+    props["lenses.key.format"] = stmt.formats[0].upper()  # as declared: STRING and INT keys differ in Lenses
+    return SourceInfo(
+        name=name, kind="STREAM", topic=stmt.name.text, columns=tuple(columns), key_columns=key_columns,
+        value_format=value_format, key_format=key_format, partitions=int(props.get("partitions", 1) or 1),
+        properties=tuple(sorted(props.items())), dialect="lenses",
+    )
+
+
+def declared_key_format(source: SourceInfo) -> str:
+    """A source's key format as its DDL named it (Lenses: STRING, INT, LONG, JSON, ...)."""
+    return str(dict(source.properties).get("lenses.key.format", source.key_format))
+
+
+def _lenses_format(written: str, known: dict, part: str, pos) -> str:
+    fmt = known.get(written.upper())
+    if fmt is None:
+        raise StatementError(f"{part} format {written} is not supported (use one of {', '.join(known)})",
+                             rule=f"{part}-format", pos=pos)
+    return fmt
 
 
 # the record fields a metadata column may read, and the types (Spark's, as declared) it may have

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
-from .catalog import TemporalFunction
+from .catalog import TemporalFunction, ViewInfo
 from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan, naming_style
 from .scope import Scope, new_id
+from .settings import REMATCH_RETENTION, interval_ms
 
 if TYPE_CHECKING:
     from .binder import Binder
@@ -73,8 +74,29 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     shape = classify(left.node, right.node, item, bool(residual), system_time)
     node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
                       system_time)
-    node = replace(node, unsupported_terms=tuple(unsupported))
+    on_keys = on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA")
+    node = replace(node, unsupported_terms=tuple(unsupported), rematch_ms=_lenses_rematch(node, item, binder),
+                   on_keys=on_keys)
     return Scope(node, left.merged + right.merged + merged, input_keys)
+
+
+DEFAULT_REMATCH_MS = 24 * 3600 * 1000
+
+
+def _lenses_rematch(join: Join, item: ast.Join, binder: "Binder") -> Optional[int]:
+    """How long a padded stream record waits for its table row (DIALECT §3's Lenses exception), or None:
+    only in a stream-table LEFT join (or ``table RIGHT JOIN stream``) whose table is a Lenses
+    ``SELECT TABLE`` view."""
+    if join.shape != "stream-table":
+        return None
+    table_item = {"LEFT": item.right, "RIGHT": item.left}.get(join.join_type)
+    if (join.join_type == "LEFT") != (join.left.kind == "STREAM") or not isinstance(table_item, ast.Relation):
+        return None
+    view = binder.catalog.lookup(table_item.name)
+    if not isinstance(view, ViewInfo) or view.query.result_kind != "TABLE":
+        return None
+    retention = binder.catalog.properties.get(REMATCH_RETENTION)
+    return interval_ms(retention) if retention is not None else DEFAULT_REMATCH_MS
 
 
 def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bool, system_time=None) -> str:

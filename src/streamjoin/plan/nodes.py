@@ -142,6 +142,8 @@ class Join(PlanNode):
     unsupported_terms: tuple[ast.Expr, ...] = ()  # ON terms no join can evaluate (refused by validation)
     join_key: tuple[str, ...] = ()  # ids of the join-key fields (the result key, except in foreign-key joins)
     pos: ast.Pos = ast.NOWHERE
+    rematch_ms: Optional[int] = None  # Lenses: how long a padded stream record waits for its table row
+    on_keys: bool = False  # no ON: the records' keys are equal (Lenses)
 
     @property
     def inputs(self):
@@ -163,6 +165,8 @@ class Join(PlanNode):
                 parts.append(f"{label}-only match filter {expr_text(side.filter)}")
         if self.residual is not None:
             parts.append(f"residual {expr_text(self.residual)}")
+        if self.rematch_ms is not None:
+            parts.append(f"padded rows re-matched by a later table row for {self.rematch_ms} ms")
         return " ".join(parts)
 
 

@@ -56,11 +56,15 @@ class Scope:
             for merged_name, expr in self.merged:
                 if merged_name.casefold() == name.casefold():
                     return expr
-        candidates = [
-            f for f in self.node.fields
-            if not f.hidden and matches(col.name, f.name)
-            and (col.qualifier is None or matches(col.qualifier, f.qualifier))
-        ]
+        candidates = self._candidates(col, matches)
+        if not candidates and (col.name.quoted or (col.qualifier is not None and col.qualifier.quoted)):
+            # a quoted name that differs only in case from the one column it can mean (SQLstream's
+            # `b1."ticker"` over a stream declared with an unquoted ticker)
+            candidates = self._candidates(col, lambda ident, name: ident.text.casefold() == (name or "").casefold())
+        if not candidates and col.qualifier is not None and col.qualifier.text.casefold() not in self.qualifiers:
+            nested = self.facet_field(col.qualifier, col.name) or self._struct_field(col)
+            if nested is not None:
+                return nested
         if len(candidates) == 1:
             f = candidates[0]
             return Ref(f.id, f.type, _qualified(f), pos=col.pos)
@@ -74,6 +78,34 @@ class Scope:
             return pseudo
         where = f" of {col.qualifier.text}" if col.qualifier else ""
         raise StatementError(f"unknown column {name}{where}", rule="unknown-column", pos=col.pos)
+
+    def _candidates(self, col: ast.Column, same) -> list[Field]:
+        return [f for f in self.node.fields
+                if not f.hidden and same(col.name, f.name) and (col.qualifier is None or same(col.qualifier, f.qualifier))]
+
+    def facet_field(self, facet: ast.Ident, name: ast.Ident, qualifier: ast.Ident | None = None) -> ast.Expr | None:
+        """Lenses ``_key.f`` (a field of the record key: key column ``f``) and ``_value.f`` (value column
+        ``f``), optionally of one input (``alias._key.f``); None for any other qualifier."""
+        kind = facet.text.casefold()
+        if kind == "_value":
+            return self.resolve(ast.Column(name, qualifier, pos=name.pos))
+        if kind != "_key":
+            return None
+        key_ids = self.node.key
+        if qualifier is not None:
+            key_ids = next((ids for alias, ids in self.input_keys if matches(qualifier, alias)), ())
+        keys = [f for f in self.node.fields if f.id in key_ids and f.name.casefold() == name.text.casefold()]
+        if len(keys) != 1:
+            raise StatementError(f"_key.{name.text} is not a field of the key", rule="unknown-column", pos=name.pos)
+        return Ref(keys[0].id, keys[0].type, _qualified(keys[0]), pos=name.pos)
+
+    def _struct_field(self, col: ast.Column) -> ast.Expr | None:
+        """``s.f`` where ``s`` is a struct column (a Lenses nested field), not an input's alias."""
+        candidates = [f for f in self.node.fields if not f.hidden and matches(col.qualifier, f.name)]
+        if len(candidates) != 1 or not candidates[0].type.startswith("struct"):
+            return None
+        f = candidates[0]
+        return ast.Subscript(Ref(f.id, f.type, _qualified(f), pos=col.pos), field=col.name, pos=col.pos)
 
     def _pseudo(self, col: ast.Column) -> ast.Expr | None:
         name = col.name.text.casefold()

@@ -4,7 +4,7 @@ Planning never touches Spark, so a whole script is planned (and validated) befor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import StatementError
@@ -12,10 +12,11 @@ from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .ddl import key_format_of, properties_dict, source_from_ddl, value_format_of
+from .ddl import LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, key_format_of, properties_dict, source_from_ddl, value_format_of
 from .scope import restart_ids
 from .settings import check_setting
-from .nodes import Join, PlanNode, Scan, Sink, walk
+from .nodes import Join, PlanNode, Project, Scan, Sink, walk
+from .values import values_records
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class PlannedStatement:
     output: Optional[str] = None  # text for EXPLAIN / DESCRIBE
     created_topic: Optional[tuple[str, int]] = None  # (topic, partitions) a DDL statement declares
     dropped: Optional[str] = None  # the name a DROP removed
+    produced: Optional[tuple[str, tuple]] = None  # (topic, records) an INSERT ... VALUES appends
+    start: bool = True  # whether ``query`` starts now (a SQLstream pump created STOPPED waits)
+    pumps: tuple[str, ...] = ()  # the query ids an ALTER PUMP starts or stops
+    pump_action: Optional[str] = None  # 'START' or 'STOP'
 
 
 class StatementPlanner:
@@ -52,14 +57,45 @@ class StatementPlanner:
 
     def _plan(self, stmt: ast.Statement, item: ast.ScriptStatement) -> PlannedStatement:
         if isinstance(stmt, ast.CreateSource):
-            info = source_from_ddl(stmt)
+            qualified = stmt.name.schema is not None or self.catalog.schema is not None
+            info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None)
             self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
             return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
         if isinstance(stmt, ast.CreateView):
-            style = "ksql"
-            self.binder.bind_select(stmt.query)  # validate the view now, even if unused
-            self.catalog.add_view(ViewInfo(display_name(stmt.name, style), stmt.query, item.index), pos=stmt.pos)
+            plan, _ = self.binder.bind_select(stmt.query)  # validate the view now, even if unused
+            visible = [f for f in plan.fields if not f.hidden]
+            if stmt.columns and len(stmt.columns) != len(visible):
+                raise StatementError(f"view {stmt.name.text} names {len(stmt.columns)} columns, its query gives "
+                                     f"{len(visible)}", rule="column-count", pos=stmt.pos)
+            view = ViewInfo(self.catalog.qualified(stmt.name, "ksql"), stmt.query, item.index,
+                            tuple(display_name(c, "ksql") for c in stmt.columns))
+            if stmt.or_replace:
+                self.catalog.drop(stmt.name)
+            self.catalog.add_view(view, pos=stmt.pos)
             return PlannedStatement(item)
+        if isinstance(stmt, ast.CreateSchema):
+            self.catalog.schemas.add(display_name(stmt.name, "ksql").casefold())
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.SetSchema):
+            self.catalog.schema = display_name(stmt.name, "ksql")
+            return PlannedStatement(item)
+        if isinstance(stmt, ast.InsertValues):
+            target = self.catalog.source(stmt.target)
+            if target is None:
+                raise StatementError(f"unknown stream or table {stmt.target.text}", rule="unknown-source", pos=stmt.target.pos)
+            if target.bounded_path:
+                raise StatementError(f"{target.name} is read from a file: INSERT ... VALUES cannot add to it",
+                                     rule="insert-into-file", pos=stmt.pos)
+            return PlannedStatement(item, produced=(target.topic, values_records(stmt, target)))
+        if isinstance(stmt, ast.CreatePump):
+            name = self.catalog.qualified(stmt.name, "ksql")
+            if name.casefold() in self.catalog.pumps and not stmt.or_replace:
+                raise StatementError(f"pump {name} already exists", rule="duplicate-name", pos=stmt.name.pos)
+            self.catalog.pumps[name.casefold()] = name.upper()
+            planned = self._insert(item, stmt.insert, query_id=name.upper())
+            return replace(planned, start=not stmt.stopped)
+        if isinstance(stmt, ast.AlterPump):
+            return PlannedStatement(item, pumps=self._pumps_named(stmt), pump_action=stmt.action)
         if isinstance(stmt, ast.CreateTemporalTableFunction):
             history = self.catalog.source(stmt.history.text)
             if history is None:
@@ -74,7 +110,7 @@ class StatementPlanner:
         if isinstance(stmt, ast.CreateAsSelect):
             return self._persistent(item, stmt.query, stmt.name, stmt.kind, properties_dict(stmt.properties), create=True)
         if isinstance(stmt, ast.InsertInto):
-            return self._persistent(item, stmt.query, stmt.target, None, {}, create=False)
+            return self._insert(item, stmt)
         if isinstance(stmt, ast.SetProperty):
             try:
                 check_setting(stmt.name, stmt.value)
@@ -91,13 +127,13 @@ class StatementPlanner:
         if isinstance(stmt, ast.Describe):
             from .explain import describe_text
 
-            info = self.catalog.source(stmt.name.text)
+            info = self.catalog.source(stmt.name)
             if info is None:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, output=describe_text(info))
         if isinstance(stmt, ast.Drop):
-            info = self.catalog.source(stmt.name.text)
-            if not self.catalog.drop(stmt.name.text) and not stmt.if_exists:
+            info = self.catalog.source(stmt.name)
+            if not self.catalog.drop(stmt.name) and not stmt.if_exists:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, dropped=info.name if info else None)
         if isinstance(stmt, ast.QueryStatement):  # a transient query: its rows go to a topic of its own
@@ -106,10 +142,43 @@ class StatementPlanner:
             return self._persistent(item, stmt.query, name, None, {}, create=True)
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
 
-    def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool):
+    def _insert(self, item, stmt: ast.InsertInto, query_id: Optional[str] = None) -> PlannedStatement:
+        """``INSERT INTO t [(cols)] [STORE ...] SELECT``: Lenses' STORE AS names the formats of a topic the
+        statement creates."""
+        props = {}
+        if stmt.key_format:
+            props["key_format"] = LENSES_KEY_FORMATS.get(stmt.key_format.upper(), stmt.key_format)
+        if stmt.value_format:
+            props["value_format"] = LENSES_VALUE_FORMATS.get(stmt.value_format.upper(), stmt.value_format)
+        columns = tuple(".".join(p.text for p in path) for path in stmt.columns)
+        return self._persistent(item, stmt.query, stmt.target, None, props, create=False, columns=columns,
+                                query_id=query_id)
+
+    def _pumps_named(self, stmt: ast.AlterPump) -> tuple[str, ...]:
+        ids = []
+        for name in stmt.names:
+            found = next((self.catalog.pumps[k] for k in self.catalog.keys_of(name) if k in self.catalog.pumps), None)
+            if found is None:
+                raise StatementError(f"unknown pump {name.text}", rule="unknown-pump", pos=name.pos)
+            ids.append(found)
+        for schema in stmt.schemas:
+            prefix = display_name(schema, "ksql").casefold() + "."
+            ids += [query_id for key, query_id in self.catalog.pumps.items() if key.startswith(prefix)]
+        return tuple(ids)
+
+    def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool,
+                    columns: tuple[str, ...] = (), query_id: Optional[str] = None):
         plan, style = self.binder.bind_select(select)
         self._check(plan)
-        existing = self.catalog.source(name.text)
+        existing = self.catalog.source(name)
+        if not columns and existing is not None and existing.dialect == "sqlstream":
+            # SQL's INSERT without a column list fills the target's columns in order; a selected ROWTIME is
+            # the record's time (every SQLstream stream has one), not a column
+            columns = tuple(c.name for c in existing.columns if c.origin in ("key", "value"))
+            if existing.column("ROWTIME") is None:
+                plan = _with_fields(plan, lambda f: replace(f, hidden=True) if f.name.upper() == "ROWTIME" else f)
+        if columns:
+            plan = _renamed(plan, columns, name)
         if create and existing is not None:
             raise StatementError(f"{existing.name} already exists", rule="duplicate-name", pos=name.pos)
         result_kind = kind or plan.kind
@@ -133,9 +202,10 @@ class StatementPlanner:
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
         self._query_count += 1
-        query_id = f"{'CSAS' if result_kind == 'STREAM' else 'CTAS'}_{target.name}_{self._query_count}".upper()
-        if not create:
-            query_id = f"INSERTQUERY_{target.name}_{self._query_count}".upper()
+        if query_id is None:
+            query_id = f"{'CSAS' if result_kind == 'STREAM' else 'CTAS'}_{target.name}_{self._query_count}".upper()
+            if not create:
+                query_id = f"INSERTQUERY_{target.name}_{self._query_count}".upper()
         return PlannedStatement(item, query=PlannedQuery(query_id, item, sink), created_topic=(target.topic, target.partitions))
 
     def _check(self, plan: PlanNode) -> None:
@@ -144,6 +214,24 @@ class StatementPlanner:
             for node in walk(plan):
                 if isinstance(node, Join):
                     self.check_operators(node)
+
+
+def _renamed(plan: PlanNode, columns: tuple[str, ...], target: ast.Ident) -> PlanNode:
+    """``INSERT INTO t (cols) SELECT ...``: the query's columns take the listed names, in order."""
+    visible = [f for f in plan.fields if not f.hidden]
+    if len(columns) != len(visible):
+        raise StatementError(f"INSERT INTO {target.text} names {len(columns)} columns, its query gives {len(visible)}",
+                             rule="column-count", pos=target.pos)
+    names = {f.id: name for f, name in zip(visible, columns)}
+    return _with_fields(plan, lambda f: replace(f, name=names.get(f.id, f.name)))
+
+
+def _with_fields(plan: PlanNode, change) -> PlanNode:
+    """``plan`` with ``change`` applied to each of its fields (in a Project's items too)."""
+    fields = tuple(change(f) for f in plan.fields)
+    if isinstance(plan, Project):
+        return replace(plan, fields=fields, items=tuple((change(f), e) for f, e in plan.items))
+    return replace(plan, fields=fields)
 
 
 def _inherited_formats(plan: PlanNode, style: str) -> tuple[str | None, str]:

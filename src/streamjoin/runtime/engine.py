@@ -27,7 +27,7 @@ from ..lower.operator_table import check_supported
 from ..lower.sink import encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
-from ..plan.settings import TRIGGER_INTERVAL, interval_ms
+from ..plan.settings import interval_ms, trigger_interval
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import parse_script
 from .batch_sink import sink_function
@@ -95,6 +95,7 @@ class Engine:
             self.catalog.properties.setdefault(BOOTSTRAP_PROPERTY, self.bootstrap_servers)
         self._use_broker()
         self.pending: list[PlannedQuery] = []
+        self.stopped: dict[str, PlannedQuery] = {}  # SQLstream pumps created STOPPED or stopped by ALTER PUMP
         register_sources(self.spark)
 
     def _use_broker(self) -> None:
@@ -123,16 +124,40 @@ class Engine:
             self._use_broker()
             if planned.created_topic:
                 self.store.create(*planned.created_topic)
+            if planned.produced:
+                self.store.append([planned.produced])
             if planned.output:
                 self.outputs.append(planned.output)
             if planned.dropped:
                 self._stop_writers_of(planned.dropped)
-            if planned.query and start:
-                started.append(self._start(planned.query))
+            if planned.query and not planned.start:
+                self.stopped[planned.query.query_id] = planned.query
             elif planned.query:
-                self.pending.append(planned.query)
+                started += self._run([planned.query], start)
+            if planned.pump_action == "START":
+                started += self._run([self.stopped.pop(q) for q in planned.pumps if q in self.stopped], start)
+            elif planned.pump_action == "STOP":
+                self._stop_pumps(planned.pumps, started)
         self.queries.extend(started)
         return started
+
+    def _run(self, queries: list[PlannedQuery], start: bool) -> list[RunningQuery]:
+        """Start ``queries`` now, or keep them in ``pending`` (``execute(start=False)``)."""
+        if start:
+            return [self._start(q) for q in queries]
+        self.pending.extend(queries)
+        return []
+
+    def _stop_pumps(self, query_ids: tuple[str, ...], started: list[RunningQuery]) -> None:
+        """SQLstream ``ALTER PUMP ... STOP``: the pumps' queries stop (their checkpoints stay, so a later START
+        resumes them) and wait in ``stopped``."""
+        for q in [q for q in self.queries + started if q.query_id in query_ids]:
+            q.stop()
+            (self.queries if q in self.queries else started).remove(q)
+            self.stopped[q.query_id] = q.planned
+        for planned in [p for p in self.pending if p.query_id in query_ids]:
+            self.pending.remove(planned)
+            self.stopped[planned.query_id] = planned
 
     def _check(self, sql: str) -> None:
         """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint layout."""
@@ -228,7 +253,7 @@ class Engine:
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
-        interval = self.catalog.properties.get(TRIGGER_INTERVAL)
+        interval = trigger_interval(self.catalog.properties)
         if interval is not None:  # else a micro-batch starts as soon as the last one ends and input is there
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
@@ -237,4 +262,5 @@ class Engine:
 
 
 def _copy(catalog: Catalog) -> Catalog:
-    return Catalog(dict(catalog.sources), dict(catalog.views), dict(catalog.functions), dict(catalog.properties))
+    return Catalog(dict(catalog.sources), dict(catalog.views), dict(catalog.functions), dict(catalog.properties),
+                   set(catalog.schemas), catalog.schema, dict(catalog.pumps))

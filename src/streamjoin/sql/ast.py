@@ -32,11 +32,13 @@ def _pos() -> Any:
 
 @dataclass(frozen=True)
 class Ident:
-    """An identifier as written. ``quoted`` identifiers are case-sensitive."""
+    """An identifier as written. ``quoted`` identifiers are case-sensitive. ``schema``: the schema a
+    SQLstream object name is qualified with (``stocks.order_quantity``), if any."""
 
     text: str
     quoted: bool = False
     pos: Pos = _pos()
+    schema: Optional["Ident"] = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +350,8 @@ class ColumnDef:
     computed: Optional[Expr] = None
     metadata: Optional[tuple] = None
     pos: Pos = _pos()
+    not_null: bool = False
+    path: tuple[str, ...] = ()  # a Lenses dotted name (``_key.plate``, ``sensor.id``): its parts (``name``: all of it)
 
 
 @dataclass(frozen=True)
@@ -386,6 +390,9 @@ class CreateSource(Statement):
     or_replace: bool = False
     if_not_exists: bool = False
     pos: Pos = _pos()
+    dialect: str = "ksql"  # whose DDL it is: 'ksql', 'flink', 'lenses' (FORMAT), 'sqlstream' (neither WITH nor FORMAT)
+    formats: Optional[tuple[str, str]] = None  # Lenses FORMAT (key, value), as written
+    description: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -403,19 +410,77 @@ class CreateAsSelect(Statement):
 
 @dataclass(frozen=True)
 class InsertInto(Statement):
-    """``INSERT INTO n SELECT ...``."""
+    """``INSERT INTO n [(cols)] [STORE KEY AS f VALUE AS f] SELECT ...``. ``columns`` name the target's
+    columns the query's items fill, in order (Lenses may name ``_key.f`` paths); ``key_format`` /
+    ``value_format``: Lenses ``STORE ... AS`` (as written)."""
 
     target: Ident
     query: Select
+    pos: Pos = _pos()
+    columns: tuple[tuple[Ident, ...], ...] = ()
+    key_format: Optional[str] = None
+    value_format: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class InsertValues(Statement):
+    """``INSERT INTO n [(cols)] VALUES (...), (...)``: records appended to a stream or topic, or rows of a
+    SQLstream table. ``columns`` as in ``InsertInto``; without them, the target's columns in order."""
+
+    target: Ident
+    rows: tuple[tuple[Expr, ...], ...]
+    columns: tuple[tuple[Ident, ...], ...] = ()
     pos: Pos = _pos()
 
 
 @dataclass(frozen=True)
 class CreateView(Statement):
-    """Lenses ``WITH n AS (SELECT STREAM|TABLE ...);`` — a named view, no query of its own."""
+    """Lenses ``WITH n AS (SELECT STREAM|TABLE ...);`` or SQLstream ``CREATE [OR REPLACE] VIEW n [(cols)] AS
+    SELECT ...`` — a named view, no query of its own. ``columns`` rename the view's columns in order."""
 
     name: Ident
     query: Select
+    pos: Pos = _pos()
+    columns: tuple[Ident, ...] = ()
+    or_replace: bool = False
+
+
+@dataclass(frozen=True)
+class CreateSchema(Statement):
+    """SQLstream ``CREATE [OR REPLACE] SCHEMA s``."""
+
+    name: Ident
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class SetSchema(Statement):
+    """SQLstream ``SET SCHEMA 's'``: unqualified names that follow resolve in ``s`` first."""
+
+    name: Ident
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class CreatePump(Statement):
+    """SQLstream ``CREATE [OR REPLACE] PUMP p [STARTED|STOPPED] AS INSERT INTO s SELECT STREAM ...``: a
+    persistent query named ``p``; a STOPPED one runs once ``ALTER PUMP p START`` says so."""
+
+    name: Ident
+    insert: InsertInto
+    stopped: bool = False
+    or_replace: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AlterPump(Statement):
+    """SQLstream ``ALTER PUMP p [, q] START|STOP``; ``schemas`` holds the schemas of ``s.*`` targets (every
+    pump of the schema)."""
+
+    names: tuple[Ident, ...]
+    action: str  # 'START' or 'STOP'
+    schemas: tuple[Ident, ...] = ()
     pos: Pos = _pos()
 
 

@@ -49,6 +49,20 @@ class _TablePrimaryKey(NamedTuple):
     columns: tuple[ast.Ident, ...]
 
 
+class _FormatClause(NamedTuple):
+    """Lenses ``FORMAT (key, value) [PROPERTIES (...)]``."""
+
+    key: str
+    value: str
+    properties: tuple[ast.Property, ...]
+
+
+class _SchemaPumps(NamedTuple):
+    """``ALTER PUMP s.* ...``: every pump of schema ``s``."""
+
+    schema: ast.Ident
+
+
 @v_args(meta=True, inline=True)
 class AstBuilder(Transformer):
     def __init__(self, origin: Pos, source: str):
@@ -71,14 +85,14 @@ class AstBuilder(Transformer):
         """An optional keyword group that is present, such as OR REPLACE or NOT (absent: None)."""
         return True
 
-    or_replace = if_not_exists = if_exists = extended = delete_topic = local_time_zone = _flag
+    or_replace = if_not_exists = if_exists = extended = delete_topic = local_time_zone = not_enforced = _flag
     negated = distinct = _flag
 
     def _word(self, meta, token: Token) -> str:
         """A keyword chosen among several, upper-cased: STREAM or TABLE, RANGE or ROWS, ..."""
         return token.upper()
 
-    source_kind = result_kind = frame_unit = floor_name = sized_type_name = _word
+    source_kind = result_kind = frame_unit = floor_name = sized_type_name = pump_state = pump_action = _word
 
     def _sequence(self, meta, *children) -> tuple:
         return children
@@ -90,11 +104,12 @@ class AstBuilder(Transformer):
         return child
 
     alias = over = system_time = column_aliases = window_partition = window_order = grace_period = _inner
+    source_options = name_part = _inner
     else_clause = _inner
 
     # ------------------------------------------------------------ statements
 
-    def create_source(self, meta, or_replace, kind, if_not_exists, name, elements, with_clause):
+    def create_source(self, meta, or_replace, kind, if_not_exists, name, elements, description, options):
         elements = elements or ()
         columns = tuple(e for e in elements if isinstance(e, ast.ColumnDef))
         keys = [e for e in elements if isinstance(e, _TablePrimaryKey)]
@@ -103,25 +118,118 @@ class AstBuilder(Transformer):
         watermarks = [e for e in elements if isinstance(e, ast.Watermark)]
         if len(watermarks) > 1:
             raise self._invalid("more than one WATERMARK", meta)
-        flink = with_clause.flink or bool(keys or watermarks) or any(c.computed is not None for c in columns)
+        if isinstance(options, _FormatClause):
+            dialect, properties, formats = "lenses", options.properties, (options.key, options.value)
+        elif options is None:
+            dialect, properties, formats = "sqlstream", (), None
+        else:
+            flink = options.flink or bool(keys or watermarks) or any(c.computed is not None for c in columns)
+            dialect, properties, formats = "flink" if flink else "ksql", options.properties, None
+        if dialect in ("lenses", "sqlstream") and (watermarks or any(c.computed is not None for c in columns)):
+            raise self._invalid("WATERMARK and computed columns need a Flink WITH (...) clause", meta)
+        if dialect != "lenses" and any(len(c.path) > 1 for c in columns):
+            bad = next(c for c in columns if len(c.path) > 1)
+            raise InvalidSyntax("a dotted column name needs Lenses' FORMAT (...) clause", bad.pos, ".".join(bad.path))
         return ast.CreateSource(
-            kind, name, columns, with_clause.properties,
+            kind, name, columns, properties,
             primary_key=keys[0].columns if keys else (),
             watermark=watermarks[0] if watermarks else None,
-            style="flink" if flink else "ksql",
+            style="flink" if dialect == "flink" else "ksql",
             or_replace=bool(or_replace), if_not_exists=bool(if_not_exists), pos=self._pos(meta),
+            dialect=dialect, formats=formats, description=description,
         )
+
+    # SQLstream's Kafka foreign stream options, as the properties of a topic source
+    _MED_OPTIONS = {"TOPIC": "topic", "PARSER": "value_format", "FORMATTER": "value_format", "SEPARATOR": "value_delimiter"}
+    _MED_FORMATS = {"CSV": "DELIMITED"}
+
+    def create_foreign_stream(self, meta, or_replace, name, elements, server, options, description):
+        columns = tuple(e for e in elements or () if isinstance(e, ast.ColumnDef))
+        properties = []
+        for option in options or ():
+            key = self._MED_OPTIONS.get(option.name.upper(), option.name.lower())
+            value = self._MED_FORMATS.get(str(option.value).upper(), option.value) if key == "value_format" else option.value
+            properties.append(ast.Property(key, value, pos=option.pos))
+        properties.append(ast.Property("server", server.text, pos=server.pos))
+        return ast.CreateSource("STREAM", name, columns, tuple(properties), or_replace=bool(or_replace),
+                                pos=self._pos(meta), dialect="sqlstream", description=description)
+
+    def options_clause(self, meta, *options):
+        return options
+
+    def med_option(self, meta, name, value):
+        return ast.Property(name.text, unquote(value), pos=self._pos(meta))
+
+    def format_clause(self, meta, key, value, properties):
+        return _FormatClause(key.text, value.text, tuple(p for p, _ in properties or ()))
+
+    def properties_clause(self, meta, *properties):
+        return properties
+
+    def description(self, meta, token):
+        return unquote(token)
 
     def create_as_select(self, meta, or_replace, kind, if_not_exists, name, with_clause, query):
         properties = with_clause.properties if with_clause else ()
         return ast.CreateAsSelect(kind, name, query, properties, bool(or_replace), bool(if_not_exists),
                                   pos=self._pos(meta))
 
-    def insert_into(self, meta, target, query):
-        return ast.InsertInto(target, query, pos=self._pos(meta))
+    def insert_into(self, meta, target, columns, store, query):
+        key_format, value_format = store or (None, None)
+        return ast.InsertInto(target, query, pos=self._pos(meta), columns=columns or (),
+                              key_format=key_format, value_format=value_format)
+
+    def insert_values(self, meta, target, columns, *rows):
+        return ast.InsertValues(target, rows, columns or (), pos=self._pos(meta))
+
+    def insert_columns(self, meta, *paths):
+        return paths
+
+    def values_row(self, meta, exprs):
+        return tuple(exprs)
+
+    def store_key_value(self, meta, key, value):
+        return key.text, value.text if value is not None else None
+
+    def store_value(self, meta, value):
+        return None, value.text
 
     def create_view(self, meta, name, query):
         return ast.CreateView(name, query, pos=self._pos(meta))
+
+    def create_sql_view(self, meta, or_replace, name, columns, description, query):
+        return ast.CreateView(name, query, pos=self._pos(meta), columns=tuple(columns or ()), or_replace=bool(or_replace))
+
+    def create_schema(self, meta, or_replace, name, description):
+        return ast.CreateSchema(name, pos=self._pos(meta))
+
+    def set_schema(self, meta, name):
+        if isinstance(name, Token):  # SET SCHEMA 'stocks' names STOCKS, SET SCHEMA '"stocks"' stocks (SQLstream)
+            text = unquote(name)
+            quoted = text.startswith('"') and text.endswith('"') and len(text) > 1
+            name = ast.Ident(unquote(text) if quoted else text, quoted, pos=self._pos(meta))
+        return ast.SetSchema(name, pos=self._pos(meta))
+
+    def create_pump(self, meta, or_replace, name, state, description, insert):
+        return ast.CreatePump(name, insert, stopped=state == "STOPPED", or_replace=bool(or_replace), pos=self._pos(meta))
+
+    def alter_pump(self, meta, *targets_and_action):
+        *targets, action = targets_and_action
+        names = tuple(t for t in targets if isinstance(t, ast.Ident))
+        schemas = tuple(t.schema for t in targets if isinstance(t, _SchemaPumps))
+        return ast.AlterPump(names, action, schemas, pos=self._pos(meta))
+
+    def pumps_of_schema(self, meta, schema):
+        return _SchemaPumps(schema)
+
+    def object_name(self, meta, first, second):
+        if second is None:
+            return first
+        return ast.Ident(second.text, second.quoted, pos=first.pos, schema=first)
+
+    def dashed_name(self, meta, *parts):
+        """A Lenses topic name with dashes (``daily-item-stats``): kept exactly as written."""
+        return ast.Ident(self._source[meta.start_pos:meta.end_pos].replace(" ", ""), True, pos=self._pos(meta))
 
     def create_function(self, meta, name, history, time_column, key_column):
         return ast.CreateTemporalTableFunction(name, history, time_column, key_column, pos=self._pos(meta))
@@ -151,10 +259,15 @@ class AstBuilder(Transformer):
 
     # ------------------------------------------------------------ DDL
 
-    def column_def(self, meta, name, type_, constraint):
-        metadata = constraint if isinstance(constraint, tuple) else None
-        return ast.ColumnDef(name, type_, key=constraint == "KEY", primary_key=constraint == "PRIMARY KEY",
-                             metadata=metadata, pos=self._pos(meta))
+    def column_def(self, meta, path, type_, *constraints):
+        metadata = next((c for c in constraints if isinstance(c, tuple)), None)
+        name = path[0] if len(path) == 1 else ast.Ident(".".join(p.text for p in path), path[0].quoted, pos=path[0].pos)
+        return ast.ColumnDef(name, type_, key="KEY" in constraints, primary_key="PRIMARY KEY" in constraints,
+                             metadata=metadata, pos=self._pos(meta), not_null="NOT NULL" in constraints,
+                             path=tuple(p.text for p in path) if len(path) > 1 else ())
+
+    def column_path(self, meta, *parts):
+        return parts
 
     def column_constraint(self, meta, first, *rest):
         """'KEY', 'PRIMARY KEY', or a record field the column reads: ('headers', None) for KSQL's HEADERS,
@@ -167,12 +280,14 @@ class AstBuilder(Transformer):
             return ("header", strings[0])
         if word == "METADATA":
             return ("metadata", strings[0] if strings else None)
+        if word in ("NOT", "NULL"):
+            return "NOT NULL" if word == "NOT" else "NULL"
         return "KEY" if word == "KEY" else "PRIMARY KEY"
 
     def computed_column(self, meta, name, expr):
         return ast.ColumnDef(name, None, computed=expr, pos=self._pos(meta))
 
-    def table_primary_key(self, meta, columns):
+    def table_primary_key(self, meta, columns, not_enforced):
         return _TablePrimaryKey(columns)
 
     def watermark(self, meta, column, expr):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..errors import StatementError
+from ..plan.ddl import declared_key_format
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
@@ -96,6 +97,20 @@ def join_key_types(join: Join) -> Optional[str]:
 
 _NUMBERS = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _KSQL_TYPES = {"int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
+
+
+@rule("key-formats-differ")
+def key_formats_differ(join: Join) -> Optional[str]:
+    """Lenses: a join without ON compares the records' keys, which it cannot across two key formats."""
+    left, right = base_scan(join.left), base_scan(join.right)
+    if not join.on_keys or left is None or right is None:
+        return None
+    formats = declared_key_format(left.source), declared_key_format(right.source)
+    if formats[0] == formats[1]:
+        return None
+    return (f"the join compares the keys of {left.source.name} ({formats[0]}) and {right.source.name} ({formats[1]}), "
+            "which are stored in different formats: write one of them again with the other's key format "
+            "(INSERT INTO t STORE KEY AS ... SELECT ...) and join that")
 
 
 def _type_kind(spark_type: str) -> str:
