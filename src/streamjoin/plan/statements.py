@@ -15,7 +15,7 @@ from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo
 from .ddl import LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, key_format_of, properties_dict, source_from_ddl, value_format_of
 from .scope import restart_ids
 from .settings import check_setting
-from .nodes import Join, PlanNode, Project, Scan, Sink, walk
+from .nodes import Join, PlanNode, Project, Repartition, Scan, Sink, walk
 from .values import values_records
 
 
@@ -241,6 +241,8 @@ def _inherited_formats(plan: PlanNode, style: str) -> tuple[str | None, str]:
     source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
     if style == "flink" or source is None or source.bounded_path or source.changelog_format:
         return "KAFKA", "JSON"
+    if isinstance(plan, Project) and isinstance(plan.input, Repartition) and plan.input.reason == "AS _key":
+        return "KAFKA", source.value_format  # Lenses writes the new key as the primitive it is
     return source.key_format, source.value_format
 
 
