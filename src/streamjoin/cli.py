@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-records-per-batch", type=int, default=0, help="cap each micro-batch at N input records")
     run.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                      help="read and write Kafka topics on this broker (default: the embedded topics)")
+    run.add_argument("--reset", action="append", default=[], metavar="QUERY",
+                     help="start this query over (its checkpoint is deleted; its sink receives its output again)")
 
     demo = sub.add_parser("demo", help="run the bundled demo on the embedded default and print its output")
     demo.add_argument("--master")
@@ -81,6 +83,10 @@ def _run(args) -> int:
 
     engine = Engine(_session(args.master), home=args.home, records_per_batch=args.max_records_per_batch,
                     bootstrap_servers=args.bootstrap_servers)
+    for query_id in args.reset:
+        if engine.reset(query_id):
+            print(f"query {query_id.upper()} starts over: it reads its inputs from the beginning, and its sink "
+                  "receives its whole output again")
     queries = engine.execute(Path(args.script).read_text())
     for text in engine.outputs:
         print(text)

@@ -47,7 +47,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
             continue
         is_key = col.key or col.primary_key
         columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key and not native else "value",
-                                  nullable=not (col.not_null or col.primary_key)))
+                                  nullable=not col.not_null))
         if is_key:
             key_columns.append(col_name)
     for pk in stmt.primary_key:  # Flink table-level PRIMARY KEY: key columns stay in the value

@@ -46,7 +46,8 @@ class StatementPlanner:
         self.catalog = catalog
         self.binder = Binder(catalog)
         self.check_operators = check_operators  # callable(join) raising NotYetSupported, or None
-        self._query_count = 0
+        self._query_count = 0  # transient queries, numbered
+        self._inserts: dict[str, int] = {}  # sink -> INSERT INTO queries planned into it
 
     def plan(self, item: ast.ScriptStatement) -> PlannedStatement:
         restart_ids()
@@ -201,12 +202,19 @@ class StatementPlanner:
         visible = [f for f in plan.fields if not f.hidden]
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
-        self._query_count += 1
         if query_id is None:
-            query_id = f"{'CSAS' if result_kind == 'STREAM' else 'CTAS'}_{target.name}_{self._query_count}".upper()
-            if not create:
-                query_id = f"INSERTQUERY_{target.name}_{self._query_count}".upper()
+            query_id = self._query_id(target.name, result_kind, create)
         return PlannedStatement(item, query=PlannedQuery(query_id, item, sink), created_topic=(target.topic, target.partitions))
+
+    def _query_id(self, sink: str, kind: str, create: bool) -> str:
+        """A persistent query's id, which names its checkpoint: from its sink, not its place in the script, so
+        editing other statements leaves it (and the state it restarts from) alone. ``CSAS_<SINK>`` /
+        ``CTAS_<SINK>`` for the query that creates its sink; ``INSERTQUERY_<SINK>`` for the first INSERT INTO a
+        sink, ``INSERTQUERY_<SINK>_<n>`` for its n-th."""
+        if create:
+            return f"{'CSAS' if kind == 'STREAM' else 'CTAS'}_{sink}".upper()
+        n = self._inserts[sink.casefold()] = self._inserts.get(sink.casefold(), 0) + 1
+        return f"INSERTQUERY_{sink}".upper() + (f"_{n}" if n > 1 else "")
 
     def _check(self, plan: PlanNode) -> None:
         validate(plan)

@@ -9,6 +9,7 @@ running the same script again resumes every query where it stopped.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,16 +23,18 @@ from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
 from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
 from ..connectors.topic_store import TopicStore
+from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
 from ..lower.sink import encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
+from ..plan.nodes import Scan, walk
 from ..plan.settings import interval_ms, trigger_interval
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
-from ..sql import parse_script
+from ..sql import ast, parse_script
 from .batch_sink import sink_function
-from .checkpoint_layout import save_layout, state_buckets
+from .checkpoint_layout import check_fingerprint, fingerprint, reset, save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
 
@@ -160,13 +163,24 @@ class Engine:
             self.stopped[planned.query_id] = planned
 
     def _check(self, sql: str) -> None:
-        """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint layout."""
+        """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint: layout, fingerprint, and
+        that no query of that id runs already."""
         catalog = _copy(self.catalog)
         planner = StatementPlanner(catalog, check_operators=check_supported)
+        running = {q.query_id for q in self.queries}
         for item in parse_script(sql):
-            planned = planner.plan(item)
-            if planned.query:
-                state_buckets(self.spark, planned.query.query_id, self._checkpoint(planned.query), catalog.properties)
+            planned = planner.plan(item).query
+            if planned is None:
+                continue
+            if planned.query_id in running:
+                raise StatementError(f"query {planned.query_id} is running already", rule="query-running",
+                                     pos=planned.statement.pos)
+            state_buckets(self.spark, planned.query_id, self._checkpoint(planned), catalog.properties)
+            check_fingerprint(self.spark, planned.query_id, self._checkpoint(planned), _fingerprint(planned))
+
+    def reset(self, query_id: str) -> bool:
+        """Forget a query's checkpoint, so that it starts over (``streamjoin run --reset``)."""
+        return reset(self.spark, os.path.join(self.checkpoint_root, query_id.upper()))
 
     def _checkpoint(self, planned: PlannedQuery) -> str:
         return os.path.join(self.checkpoint_root, planned.query_id)
@@ -225,7 +239,7 @@ class Engine:
         sink = planned.plan
         checkpoint = self._checkpoint(planned)
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
-        save_layout(self.spark, checkpoint, buckets)
+        save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
         bootstrap = getattr(self.store, "bootstrap", None)
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
                                 ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"),
@@ -259,6 +273,13 @@ class Engine:
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             self.store, dead_letter_topic, write)
+
+
+def _fingerprint(planned: PlannedQuery) -> dict:
+    text = planned.statement.text
+    if isinstance(planned.statement.statement, ast.CreatePump):  # STARTED / STOPPED is no change to the query
+        text = text[re.search(r"(?i)\bas\s+insert\b", text).start():]
+    return fingerprint(text, [n.source for n in walk(planned.plan) if isinstance(n, Scan)])
 
 
 def _copy(catalog: Catalog) -> Catalog:
