@@ -53,7 +53,7 @@ class Binder:
                 rekey[0][0] if len(rekey[0]) == 3 else self.bind_expr(rekey[0][0], scope),)
             node = _repartition(node, by, "PARTITION BY" if select.partition_by else "AS _key")
             scope = replace(scope, node=node)
-        node = self._project(node, items, scope, style)
+        node = self._project(node, items, scope, style, keys_in_value=style == "flink" or select.result_kind == "STREAM")
         if rekey:  # Lenses `expr AS _key`: the record key, not a value field
             node = replace(node, fields=tuple(replace(f, hidden=True) if f.name.casefold() == "_key" else f
                                               for f in node.fields))
@@ -193,7 +193,11 @@ class Binder:
 
     # ------------------------------------------------------------------ projection
 
-    def _project(self, node: PlanNode, items, scope: Scope, style: str) -> Project:
+    def _project(self, node: PlanNode, items, scope: Scope, style: str, keys_in_value: bool = False) -> Project:
+        """``keys_in_value``: the result keeps its key columns in the value (Flink, ``SELECT STREAM``), so a
+        column of an outer join's padded side stays itself (NULL where that side is missing) rather than
+        standing for the join key; ksqlDB moves a projected key column into the record key instead."""
+        padded = _padded_ids(node) if keys_in_value else frozenset()
         out_items: list[tuple[Field, ast.Expr]] = []
         key_ids: list[Optional[str]] = [None] * len(node.key)
         used_names: set[str] = set()
@@ -208,7 +212,7 @@ class Binder:
             used_names.add(name.casefold())
             source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
             f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
-            key_pos = _key_position(node, expr, exact=_pads_columns(node))
+            key_pos = _key_position(node, expr, exact=isinstance(expr, Ref) and expr.id in padded)
             if key_pos is not None and key_ids[key_pos] is None:
                 key_ids[key_pos] = f.id
                 expr = Ref(node.key[key_pos], _type_of(expr), name)  # the key as the node carries it
@@ -360,12 +364,15 @@ def _key_position(node: PlanNode, expr: ast.Expr, exact: bool = False) -> Option
     return None
 
 
-def _pads_columns(node: PlanNode) -> bool:
-    """SQLstream outer joins keep each side's columns as they are: a padded side's join column is null,
-    not the join key of the other side (as in ksqlDB)."""
+def _padded_ids(node: PlanNode) -> frozenset:
+    """The fields of the side(s) an outer join under ``node`` pads with NULL (DIALECT §4: such a column is
+    NULL in a padded row, even an ON column)."""
     while isinstance(node, Filter):
         node = node.input
-    return isinstance(node, Join) and node.shape == "instant-window" and node.join_type in ("LEFT", "RIGHT", "FULL")
+    if not isinstance(node, Join):
+        return frozenset()
+    sides = {"LEFT": (node.right,), "RIGHT": (node.left,), "FULL": (node.left, node.right)}.get(node.join_type, ())
+    return frozenset(f.id for side in sides for f in side.fields)
 
 
 def _repartition(node: PlanNode, by: tuple[ast.Expr, ...], reason: str) -> PlanNode:
