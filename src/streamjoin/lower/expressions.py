@@ -32,6 +32,7 @@ _BINARY = {
     "%": lambda a, b: a % b, "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
     "AND": lambda a, b: a & b, "OR": lambda a, b: a | b, "||": lambda a, b: F.concat(a, b),
+    "<=>": lambda a, b: a.eqNullSafe(b),
 }
 
 

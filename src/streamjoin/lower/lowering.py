@@ -88,6 +88,17 @@ def read_once(records: DataFrame) -> DataFrame:
     return spread.observe("read_once", F.count(F.when(every_column, 1)).alias("empty_rows"))
 
 
+def _with_condition(join: Join, joined: DataFrame) -> DataFrame:
+    """Flink's further ON conditions over both inputs, on the join's rows (validation admits them only where
+    that is exact): an INNER join keeps the rows that pass; a LEFT temporal join, which gives each stream
+    record one row, pads the row whose version fails (DIALECT §4: no match)."""
+    passes = F.coalesce(compile_expr(join.condition), F.lit(False))
+    if join.join_type == "INNER":
+        return joined.where(passes)
+    right = [f.id for f in join.right.fields if f.id in joined.columns]
+    return joined.select(*[F.when(passes, F.col(c)).alias(c) if c in right else F.col(c) for c in joined.columns])
+
+
 def _reads_stream_time(join: Join) -> bool:
     """Every join but a lookup in a bounded table (``operators.stream_table``'s native stream-static join)."""
     table = join.right if join.left.kind == "STREAM" else join.left
@@ -149,7 +160,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)
-        return operator_for(node).lower(node, left, right, replace(ctx, records=records))
+        joined = operator_for(node).lower(node, left, right, replace(ctx, records=records))
+        return joined if node.condition is None else _with_condition(node, joined)
     raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
 
 

@@ -67,7 +67,7 @@ class ForeignKeyJoin:
         child_key, child_cols, parent_cols = list(child_node.key), payload(child), payload(parent)
         buckets = ctx.time_buckets
 
-        children = bucketed(tag_side(child, 0, child_side.keys, child_side.filter, keys), child_key, buckets)
+        children = bucketed(tag_side(child, 0, child_side, keys), child_key, buckets)
         types = {f.name: f.dataType for f in children.schema.fields}
         event_schema = StructType(
             [StructField(c, types[c]) for c in child_cols + keys] + [StructField(EVENT, IntegerType()), StructField(OK, BooleanType())]
@@ -75,7 +75,7 @@ class ForeignKeyJoin:
         integral = integral_columns(children, child_key + keys)
         events = run_segmented(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema)
 
-        parents = tag_side(parent, 1, parent_side.keys, parent_side.filter, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
+        parents = tag_side(parent, 1, parent_side, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
         both = bucketed(events.unionByName(parents, allowMissingColumns=True), keys, buckets)
         types.update({f.name: f.dataType for f in both.schema.fields})
         result_schema = StructType(

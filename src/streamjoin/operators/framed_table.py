@@ -50,8 +50,8 @@ class FramedTableJoin:
         stream_side, table_side = (join.left_side, join.right_side) if stream_on_left else (join.right_side, join.left_side)
         stream, table = (left, right) if stream_on_left else (right, left)
         keys = key_names(len(join.key))
-        data = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys)
-        tagged = tag_side(table, TABLE, table_side.keys, table_side.filter, keys, join.right if stream_on_left else join.left)
+        data = tag_side(stream, STREAM, stream_side, keys)
+        tagged = tag_side(table, TABLE, table_side, keys, join.right if stream_on_left else join.left)
         static: dict = {}
         if tagged.isStreaming:
             data = data.unionByName(tagged, allowMissingColumns=True)

@@ -57,8 +57,8 @@ class InstantWindowJoin:
             return FRAMED_TABLE.lower(join, left, right, ctx)
         frames = (frame_of(join.left_side.window), frame_of(join.right_side.window))
         keys = key_names(len(join.key))
-        data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys).unionByName(
-            tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys), allowMissingColumns=True)
+        data = tag_side(left, LEFT, join.left_side, keys).unionByName(
+            tag_side(right, RIGHT, join.right_side, keys), allowMissingColumns=True)
         ticks = tick_rows(ctx)
         if keys and all(f.kind != "rows" for f in frames):
             data = bucketed(data, keys, ctx.time_buckets)

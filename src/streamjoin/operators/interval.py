@@ -1,4 +1,4 @@
-"""Flink interval join: two streams, an equality and time bounds between their time attributes.
+"""Flink interval join: two streams, equalities (or none) and time bounds between their time attributes.
 
 Semantics (DIALECT §3, Flink's time-interval join). The bounds (``plan.intervals``) give
 ``lower <= r.t - l.t <= upper``. The query's clock is the watermark (``connectors.event_time``). A record's
@@ -16,6 +16,11 @@ per hash bucket of the join key, the stored records of both sides and the batch 
 with pandas. State is every live record (key, time, close, ingestion order, payload, whether it still
 awaits its close); a record is purged as soon as the watermark passes its close (after its null-padded
 row, if due). Tick rows bring the batch-end watermark to every bucket.
+
+Without an equality (Flink joins every pair inside the bounds) every record is in one bucket: a batch joins
+its records with every live record of the other side in the window, on one core, with one bucket's state
+(the same cost as a join whose every record has one key). Bounds that can never hold (``lower > upper``)
+match nothing; an outer join pads each record once the watermark passes its close.
 """
 from __future__ import annotations
 

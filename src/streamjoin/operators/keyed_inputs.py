@@ -18,7 +18,7 @@ from pyspark.sql.types import DataType, IntegralType
 
 from ..connectors.embedded_source import TICK_TOPIC
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, PlanNode, Ref
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, JoinSide, PlanNode, Ref
 from ..sql import ast
 from .base import LoweringContext
 from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
@@ -37,10 +37,12 @@ def payload(df: DataFrame) -> list[str]:
     return [c for c in df.columns if not c.startswith("_")]
 
 
-def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filter: Optional[ast.Expr],
-             keys: Sequence[str], node: Optional[PlanNode] = None) -> DataFrame:
-    """``node``: the plan node ``df`` lowers; a join-key column known to equal one of its key columns is
-    read from the key column itself, which a tombstone carries too."""
+def tag_side(df: DataFrame, side: int, join_side: JoinSide, keys: Sequence[str], node: Optional[PlanNode] = None) -> DataFrame:
+    """``df`` as one side of a join: ``join_side`` gives its key expressions and ON predicates. ``node``: the
+    plan node ``df`` lowers; a join-key column known to equal one of its key columns is read from the key
+    column itself, which a tombstone carries too. A NULL key matches nothing, except in an IS NOT DISTINCT
+    FROM equality (``JoinSide.null_safe``), where it matches NULL."""
+    key_exprs, match_filter = join_side.keys, join_side.filter
     if node is not None:
         key_exprs = [canonical_key(e, node) for e in key_exprs]
     ok = F.coalesce(compile_expr(match_filter), F.lit(False)) if match_filter is not None else F.lit(True)
@@ -50,8 +52,9 @@ def tag_side(df: DataFrame, side: int, key_exprs: Sequence[ast.Expr], match_filt
     if TOMBSTONE in df.columns:
         prepared = prepared.drop(TOMBSTONE)
     not_null = F.lit(True)
-    for k in keys:
-        not_null = not_null & F.col(k).isNotNull()
+    for i, k in enumerate(keys):
+        if not (i < len(join_side.null_safe) and join_side.null_safe[i]):
+            not_null = not_null & F.col(k).isNotNull()
     return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
 
 
@@ -85,6 +88,9 @@ def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
 
 
 def bucketed(df: DataFrame, columns: Sequence[str], buckets: int) -> DataFrame:
+    """A bucket per row from its key columns; without any (a join with no equality) every row is in bucket 0."""
+    if not columns:
+        return df.withColumn(BUCKET, F.lit(0))
     return df.withColumn(BUCKET, F.pmod(F.xxhash64(*columns), F.lit(buckets)).cast("int"))
 
 

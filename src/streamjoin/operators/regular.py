@@ -58,7 +58,7 @@ class RegularJoin:
         ttl = parse_duration(ctx.properties.get(TTL_PROPERTY))
         sides = []
         for side, df, node, join_side in ((LEFT, left, join.left, join.left_side), (RIGHT, right, join.right, join.right_side)):
-            tagged = tag_side(df, side, join_side.keys, join_side.filter, keys, node)
+            tagged = tag_side(df, side, join_side, keys, node)
             sides.append(_changes(tagged, node, keys, ctx, ttl))
         data = bucketed(sides[0].unionByName(sides[1], allowMissingColumns=True), keys, ctx.time_buckets)
         left_cols, right_cols = payload(left), payload(right)

@@ -88,8 +88,8 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     """Both inputs tagged and bucketed by join key, with the batch's tick rows, through the bucket step."""
     keys = key_names(len(join.key))
     left_payload, right_payload = payload(left), payload(right)
-    data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys).unionByName(
-        tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys), allowMissingColumns=True)
+    data = tag_side(left, LEFT, join.left_side, keys).unionByName(
+        tag_side(right, RIGHT, join.right_side, keys), allowMissingColumns=True)
     data = bucketed(data, keys, ctx.time_buckets)  # a record with a null join key is dropped and counted
     both = data.unionByName(tick_rows(ctx), allowMissingColumns=True)
 
@@ -302,7 +302,8 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
     found = []
     for lefts, rights in ((new_left, all_right), (old_left, new_right)):
         if len(lefts) and len(rights):
-            m = lefts.merge(rights, on=keys, suffixes=("_l", "_r"))
+            m = (lefts.merge(rights, on=keys, suffixes=("_l", "_r")) if keys
+                 else lefts.merge(rights, how="cross", suffixes=("_l", "_r")))  # no equality: every pair
             lt, rt = m[f"{ROWTIME}_l"].to_numpy(np.int64), m[f"{ROWTIME}_r"].to_numpy(np.int64)
             keep = (rt >= lt - w.before) & (rt <= lt + w.after)
             if w.watermark:  # the earlier record must still be live when the later one arrives

@@ -60,8 +60,8 @@ class StreamTableJoin:
             stream_node, table_node = join.right, join.left
         outer = join.join_type in ("LEFT", "RIGHT")
         keys = key_names(len(join.key))
-        s = tag_side(stream, STREAM, stream_side.keys, stream_side.filter, keys, stream_node)
-        t = tag_side(table, TABLE, table_side.keys, table_side.filter, keys, table_node)
+        s = tag_side(stream, STREAM, stream_side, keys, stream_node)
+        t = tag_side(table, TABLE, table_side, keys, table_node)
         if not table.isStreaming:
             return _static_join(join, s, t, keys, outer, ctx)
         stream_cols, table_cols = payload(stream), payload(table)

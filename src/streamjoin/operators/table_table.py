@@ -43,8 +43,8 @@ class TableTableJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         keys = key_names(len(join.key))
         left_cols, right_cols = payload(left), payload(right)
-        data = tag_side(left, LEFT, join.left_side.keys, join.left_side.filter, keys, join.left).unionByName(
-            tag_side(right, RIGHT, join.right_side.keys, join.right_side.filter, keys, join.right), allowMissingColumns=True)
+        data = tag_side(left, LEFT, join.left_side, keys, join.left).unionByName(
+            tag_side(right, RIGHT, join.right_side, keys, join.right), allowMissingColumns=True)
         data = bucketed(data, keys, ctx.time_buckets)
         types = {f.name: f.dataType for f in data.schema.fields}
         schema = StructType(

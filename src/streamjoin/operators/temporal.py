@@ -57,8 +57,8 @@ class TemporalJoin:
             return STREAM_TABLE.lower(join, left, right, ctx)
         keys = key_names(len(join.key))
         stream_cols, table_cols = payload(left), payload(right)
-        data = tag_side(left, STREAM, join.left_side.keys, join.left_side.filter, keys).unionByName(
-            tag_side(right, VERSION, join.right_side.keys, join.right_side.filter, keys, join.right),
+        data = tag_side(left, STREAM, join.left_side, keys).unionByName(
+            tag_side(right, VERSION, join.right_side, keys, join.right),
             allowMissingColumns=True)
         data = bucketed(data, keys, ctx.time_buckets).unionByName(tick_rows(ctx), allowMissingColumns=True)
         types = {f.name: f.dataType for f in data.schema.fields}
@@ -184,7 +184,9 @@ def _emit(due: pd.DataFrame, rows: pd.DataFrame, base, pending: pd.DataFrame, ke
     out[ROWTIME] = times
     out[SEQ] = int(rows[SEQ].iloc[-1])
     out[SUB] = times * ORDER_SCALE + due[SEQ].to_numpy(dtype=np.int64) % ORDER_SCALE
-    out[STREAM_TIME] = rows[STREAM_TIME].iloc[-1]
+    # a row leaves before the watermark that released it moves on (as Flink forwards it), so a temporal join
+    # fed by this one reads it on time: its clock is its own time (the batch's watermark passed it)
+    out[STREAM_TIME] = times
     return out if outer else out[matched].reset_index(drop=True)
 
 

@@ -3,8 +3,8 @@
 Each term compares the two inputs' time attributes, each optionally shifted by an interval:
 ``a.t BETWEEN b.t - INTERVAL '4' HOUR AND b.t``, ``a.t >= b.t - INTERVAL '1' MINUTE``, ``a.t < b.t``. All
 terms together bound ``d = right.t - left.t`` to ``[lower, upper]`` (milliseconds; a strict comparison
-moves its bound by one millisecond, as Flink does). A term of any other form is refused with the rule
-``interval-bound``.
+moves its bound by one millisecond, as Flink does; ``lower > upper`` is legal and matches nothing). A term
+of any other form is refused with the rule ``interval-bound``.
 """
 from __future__ import annotations
 
@@ -47,18 +47,33 @@ def interval_bounds(join: Join) -> IntervalBounds:
             upper = bound if upper is None else min(upper, bound)
     if lower is None or upper is None:
         raise _refuse(join, "an interval join needs a lower and an upper bound between the inputs' time attributes")
-    if lower > upper:
-        raise _refuse(join, f"the time bounds of this join can never hold (right - left between {lower} and {upper} ms)")
-    return IntervalBounds(lower, upper)
+    return IntervalBounds(lower, upper)  # lower > upper: nothing matches (Flink accepts such bounds)
 
 
 def time_attribute(node: PlanNode) -> Optional[str]:
-    """The id of the field of ``node`` that is its input's event-time attribute (``WATERMARK FOR``)."""
+    """The id of the field of ``node`` that is its input's event-time attribute (``WATERMARK FOR``). An
+    event-time temporal join keeps its left input's (its rows carry that input's time, as in Flink), so a
+    further temporal join may follow it."""
     scan = base_scan(node)
-    if scan is None or not scan.source.watermark_column:
+    if scan is None:
+        join = _join_under(node)
+        return time_attribute(join.left) if join is not None and join.shape in TIME_KEEPING else None
+    if not scan.source.watermark_column:
         return None
     name = scan.source.watermark_column.casefold()
     return next((f.id for f in scan.fields if f.name.casefold() == name and f.qualifier == scan.alias), None)
+
+
+TIME_KEEPING = ("temporal", "temporal-function")  # joins whose rows keep the left input's time
+
+
+def _join_under(node: PlanNode) -> Optional[Join]:
+    """The join under a chain of single-input nodes, if any."""
+    while not isinstance(node, Join):
+        if len(node.inputs) != 1:
+            return None
+        node = node.inputs[0]
+    return node
 
 
 def _comparisons(residual: Optional[ast.Expr]):

@@ -17,6 +17,7 @@ from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction, ViewInfo
 from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan, naming_style
+from .intervals import time_attribute
 from .scope import Scope, new_id
 from .settings import REMATCH_RETENTION, interval_ms
 
@@ -48,7 +49,10 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     terms = [binder.bind_expr(t, both) for t in ex.conjuncts(on)]
     left_ids = {f.id for f in left.node.fields} | {ROWTIME + "@L"}
     right_ids = {f.id for f in right.node.fields}
-    left_filters, right_filters, residual, unsupported = [], [], [], []
+    left_filters, right_filters, residual, unsupported, conditions = [], [], [], [], []
+    null_safe: set = set()  # the pairs that are IS NOT DISTINCT FROM equalities
+    flink = naming_style(left.node) == "flink" and naming_style(right.node) == "flink"
+    times = {time_attribute(left.node), time_attribute(right.node)} - {None}
     for term in terms:
         sides = _sides(term, left_ids, right_ids)
         if sides == {"L"}:
@@ -62,8 +66,12 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
             if _sides(l, left_ids, right_ids) == {"R"}:
                 l, r = r, l
             pairs.append((l, r))
-        elif _is_time_bound(term):
+            if term.op == "<=>":
+                null_safe.add((l, r))
+        elif _is_time_bound(term) and (not flink or _compares(term, times)):
             residual.append(term)
+        elif flink:  # Flink evaluates any further condition on the candidate pairs (DIALECT §4)
+            conditions.append(term)
         else:
             unsupported.append(term)
     if on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA"):
@@ -72,8 +80,15 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     if system_time is not None and not isinstance(item.right, ast.LateralTable):  # AS OF names a left column
         system_time = binder.bind_expr(system_time, left)
     shape = classify(left.node, right.node, item, bool(residual), system_time)
+    if shape in ("temporal", "temporal-proctime", "temporal-function"):
+        pairs, extra = _on_version_key(pairs, right.node)
+        conditions = [ast.BinaryOp("<=>" if (l, r) in null_safe else "=", l, r) for l, r in extra] + conditions
     node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
                       system_time)
+    node = replace(node, condition=ex.conjoin(conditions))
+    if null_safe:
+        flags = tuple(pair in null_safe for pair in pairs)
+        node = replace(node, left_side=replace(node.left_side, null_safe=flags), right_side=replace(node.right_side, null_safe=flags))
     on_keys = on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA")
     node = replace(node, unsupported_terms=tuple(unsupported), rematch_ms=_lenses_rematch(node, item, binder),
                    on_keys=on_keys)
@@ -152,6 +167,24 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
     )
 
 
+def _compares(term: ast.Expr, times: set) -> bool:
+    """Whether a comparison reads only the inputs' time attributes (an interval bound, not a condition)."""
+    refs = {n.id for n in ex.walk(term) if isinstance(n, Ref)}
+    return bool(refs) and refs <= times
+
+
+def _on_version_key(pairs, versioned: PlanNode):
+    """A temporal join's equalities on the versioned table's primary key (the lookup), and the others (a
+    condition on the version found, as Flink evaluates them)."""
+    def on_a_key_column(e) -> bool:
+        return isinstance(e, Ref) and any(e.id == k or e.id in eq for k, eq in zip(versioned.key, versioned.key_equivalents))
+
+    keyed = [(l, r) for l, r in pairs if on_a_key_column(r)]
+    if not keyed or len(keyed) == len(pairs):
+        return pairs, []
+    return keyed, [p for p in pairs if p not in keyed]
+
+
 def _regular_result_key(left: PlanNode, right: PlanNode, join_type: str, join_key, join_key_equivalents):
     """A Flink regular join's result. INNER between two streams never retracts: a stream keyed by the join
     key. Otherwise it is a changelog with one row per pair of input rows, keyed by both rows' identities: a
@@ -201,7 +234,7 @@ def _sides(e: ast.Expr, left_ids: set, right_ids: set) -> set:
 
 
 def _is_equi(term: ast.Expr, left_ids, right_ids) -> bool:
-    if not (isinstance(term, ast.BinaryOp) and term.op == "="):
+    if not (isinstance(term, ast.BinaryOp) and term.op in ("=", "<=>")):
         return False
     return {frozenset(_sides(term.left, left_ids, right_ids)), frozenset(_sides(term.right, left_ids, right_ids))} == {
         frozenset({"L"}), frozenset({"R"})

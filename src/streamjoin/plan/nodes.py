@@ -124,6 +124,7 @@ class JoinSide:
     keys: tuple[ast.Expr, ...] = ()  # equi-join expressions, pairwise with the other side's
     filter: Optional[ast.Expr] = None  # ON predicates on this side only (restrict matching)
     window: Optional[ast.WindowSpec] = None
+    null_safe: tuple[bool, ...] = ()  # per key: IS NOT DISTINCT FROM (two NULLs match) rather than =
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class Join(PlanNode):
     join_key: tuple[str, ...] = ()  # ids of the join-key fields (the result key, except in foreign-key joins)
     pos: ast.Pos = ast.NOWHERE
     rematch_ms: Optional[int] = None  # Lenses: how long a padded stream record waits for its table row
+    condition: Optional[ast.Expr] = None  # Flink: further two-input ON conditions, on each candidate pair
     on_keys: bool = False  # no ON: the records' keys are equal (Lenses)
 
     @property
@@ -165,6 +167,8 @@ class Join(PlanNode):
                 parts.append(f"{label}-only match filter {expr_text(side.filter)}")
         if self.residual is not None:
             parts.append(f"residual {expr_text(self.residual)}")
+        if self.condition is not None:
+            parts.append(f"condition {expr_text(self.condition)}")
         if self.rematch_ms is not None:
             parts.append(f"padded rows re-matched by a later table row for {self.rematch_ms} ms")
         return " ".join(parts)

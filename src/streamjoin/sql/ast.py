@@ -118,7 +118,8 @@ class Call(Expr):
 
 @dataclass(frozen=True)
 class BinaryOp(Expr):
-    """``op`` is one of: + - * / % || = <> < <= > >= AND OR  (``!=`` is normalised to ``<>``)."""
+    """``op`` is one of: + - * / % || = <> < <= > >= AND OR <=>  (``!=`` is normalised to ``<>``; ``<=>`` is
+    IS NOT DISTINCT FROM: equal, or both NULL)."""
 
     op: str
     left: Expr

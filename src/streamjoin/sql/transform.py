@@ -495,6 +495,11 @@ class AstBuilder(Transformer):
     def is_null(self, meta, operand, negated):
         return ast.IsNull(operand, bool(negated), pos=self._pos(meta))
 
+    def distinct_from(self, meta, left, negated, right):
+        """``a IS NOT DISTINCT FROM b`` (equal, two NULLs included) is ``a <=> b``; IS DISTINCT FROM its negation."""
+        same = ast.BinaryOp("<=>", left, right, pos=self._pos(meta))
+        return same if negated else ast.UnaryOp("NOT", same, pos=self._pos(meta))
+
     def between(self, meta, operand, negated, low, high):
         return ast.Between(operand, low, high, bool(negated), pos=self._pos(meta))
 

@@ -248,8 +248,6 @@ def interval_join_watermarks(join: Join) -> Optional[str]:
 def interval_bound(join: Join) -> Optional[str]:
     if join.shape != "interval":
         return None
-    if not join.left_side.keys:
-        return "an interval join needs an equality between the inputs (ON a.k = b.k) besides its time bounds"
     try:
         interval_bounds(join)
     except StatementError as err:
@@ -276,3 +274,15 @@ def regular_join_equi(join: Join) -> Optional[str]:
         return (f"{expr_text(join.residual)} is not an interval join bound: both inputs need WATERMARK FOR "
                 "on the compared columns")
     return None
+
+
+@rule("join-condition")
+def join_condition(join: Join) -> Optional[str]:
+    """Flink's further ON conditions run on the join's rows: kept or not (INNER), the version found kept or
+    padded away (temporal LEFT). Elsewhere they would decide padding inside the operator: not yet."""
+    if join.condition is None:
+        return None
+    if join.shape.startswith("temporal") or (join.join_type == "INNER" and join.kind == "STREAM"):
+        return None
+    return (f"the ON condition {expr_text(join.condition)} in a {join.join_type} {join.shape} join (evaluated on "
+            "each candidate pair, it decides which rows are padded) is not supported yet (issue #26)")
