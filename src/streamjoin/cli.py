@@ -13,6 +13,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamjoin", description=__doc__)
     parser.add_argument("--home", default=os.environ.get("STREAMJOIN_HOME", ".streamjoin"),
                         help="where embedded topics and checkpoints live (default .streamjoin)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's and its Python workers' logs here (default: into <home>/logs/spark.log)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a script's persistent queries until interrupted")
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     handler = {"run": _run, "demo": _demo, "test": _test, "explain": _explain, "topic": _topic}[args.command]
+    if args.command in ("run", "demo", "test") and not args.verbose:
+        _quiet(os.path.join(args.home, "logs", "spark.log"))
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -69,6 +73,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         raise
+
+
+def _quiet(log_path: str) -> None:
+    """Send what the JVM and Spark's Python workers write to their standard error (Spark's log, the workers'
+    chatter) to ``log_path``; streamjoin's own messages still reach the terminal. Spark is started later, as
+    a child process of this one, and inherits the redirected stream."""
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    terminal = os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    sys.stderr = os.fdopen(terminal, "w", buffering=1)
+    print(f"Spark's logs go to {log_path} (--verbose shows them here)", file=sys.stderr)
 
 
 def _session(master=None):

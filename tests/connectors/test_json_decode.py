@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from streamjoin.connectors.json_decode import CHUNK, decode_columns, decode_plan, decode_option, decodable
+from streamjoin.connectors.json_decode import CHUNK, canonical_names, decode_columns, decode_plan, decode_option, decodable
 from streamjoin.connectors.json_format import JSON_READ_OPTIONS
 
 COLUMNS = [("I", "INT"), ("B", "BIGINT"), ("D", "DOUBLE"), ("S", "STRING"), ("F", "BOOLEAN")]
@@ -48,8 +48,8 @@ def _same(a, b) -> bool:
 
 
 def _decode(values, topic="t"):
-    plan = decode_plan(decode_option([(topic, COLUMNS)]))
-    [column] = decode_columns(pa.array(["t"] * len(values)), pa.array(values, pa.binary()), plan)
+    plan = decode_plan(decode_option([(topic, COLUMNS)], {}))
+    [column] = decode_columns(pa.array(["t"] * len(values)), pa.array(values, pa.binary()), plan.structs)
     return column.to_pylist()
 
 
@@ -72,8 +72,8 @@ def test_a_rejected_value_leaves_only_its_chunk_to_spark():
 
 
 def test_other_topics_and_null_values_are_not_decoded():
-    plan = decode_plan(decode_option([("t", COLUMNS)]))
-    [column] = decode_columns(pa.array(["t", "u", "t", None]), pa.array([b'{"I":1}', b'{"I":2}', None, b'{"I":3}']), plan)
+    plan = decode_plan(decode_option([("t", COLUMNS)], {}))
+    [column] = decode_columns(pa.array(["t", "u", "t", None]), pa.array([b'{"I":1}', b'{"I":2}', None, b'{"I":3}']), plan.structs)
     assert [r and r["I"] for r in column.to_pylist()] == [1, None, None, None]
 
 
@@ -82,3 +82,22 @@ def test_other_topics_and_null_values_are_not_decoded():
 ])
 def test_which_sources_the_reader_decodes(columns, ok):
     assert decodable(columns) is ok
+
+
+CASES_OF_NAMES = [  # (value, what the reader hands on) for a topic "t" with columns B and cc
+    (b'{"B": 1, "cc": 2}', b'{"B": 1, "cc": 2}'),  # exact names: untouched (not even parsed)
+    (b'{"b": 1, "CC": 2}', b'{"B": 1, "cc": 2}'),  # other case: renamed
+    (b'{"b": 1, "B": 3}', b'{"b": 1, "B": 3}'),  # the exact name is there: it wins, nothing to rename
+    (b'{"b": 1, "B": 3, "CC": 4}', b'{"B": 3, "cc": 4}'),  # renamed, and the exact name wins
+    (b'{"b": 1, "other": {"b": 2}}', b'{"B": 1, "other": {"b": 2}}'),  # a nested field is not a column
+    (b'["b"]', b'["b"]'),  # no object: left to the decoders' errors
+    (b'{"b": oops', b'{"b": oops'),
+    (None, None),
+]
+
+
+def test_field_names_match_columns_in_any_case():
+    values = pa.array([v for v, _ in CASES_OF_NAMES] + [b'{"b": 1}'], pa.binary())
+    topics = pa.array(["t"] * len(CASES_OF_NAMES) + ["u"])  # topic u has no JSON columns declared
+    out = canonical_names(topics, values, {"t": ["B", "cc"]}).to_pylist()
+    assert out == [w for _, w in CASES_OF_NAMES] + [b'{"b": 1}']

@@ -14,12 +14,11 @@ partitions by the producer sequence the runner stamps on each record (``streamjo
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from pyspark.sql import SparkSession
 

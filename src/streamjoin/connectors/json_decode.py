@@ -22,6 +22,7 @@ the reader only ever takes work away; what it decodes must be exactly what Spark
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import numpy as np
@@ -44,35 +45,96 @@ def decoded_column(topic: str) -> str:
     return f"decoded:{topic}"
 
 
-def decode_plan(option: Optional[str]) -> list[tuple[str, pa.StructType]]:
-    """``(topic, struct type)`` per decoded topic, in column order, from the ``decode`` option."""
+@dataclass(frozen=True)
+class DecodePlan:
+    """What the reader does to JSON values: ``structs``, ``(topic, struct type)`` per topic it decodes, in
+    column order; ``names``, topic -> the value columns of every JSON topic, whose field names it matches
+    case-insensitively (``canonical_names``)."""
+
+    structs: tuple = ()
+    names: dict = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.structs or self.names)
+
+
+def decode_plan(option: Optional[str]) -> DecodePlan:
+    """The reader's ``DecodePlan``, from the ``decode`` option."""
     if not option:
-        return []
-    return [(topic, pa.struct([(name, PYARROW_TYPES[t.lower()]) for name, t in columns]))
-            for topic, columns in json.loads(option)]
+        return DecodePlan()
+    given = json.loads(option)
+    structs = tuple((topic, pa.struct([(name, PYARROW_TYPES[t.lower()]) for name, t in columns]))
+                    for topic, columns in given.get("decode", []))
+    return DecodePlan(structs, given.get("names", {}))
 
 
-def decode_option(topics: list[tuple[str, list[tuple[str, str]]]]) -> str:
-    return json.dumps([[topic, [list(c) for c in columns]] for topic, columns in topics])
+def decode_option(topics: list[tuple[str, list[tuple[str, str]]]], names: dict) -> str:
+    return json.dumps({"decode": [[topic, [list(c) for c in columns]] for topic, columns in topics], "names": names})
 
 
-def decoded_fields(plan: list[tuple[str, pa.StructType]]) -> list[pa.Field]:
-    return [pa.field(decoded_column(topic), struct) for topic, struct in plan]
+def decoded_fields(plan: DecodePlan) -> list[pa.Field]:
+    return [pa.field(decoded_column(topic), struct) for topic, struct in plan.structs]
 
 
-def with_decoded(rows: pa.Table, plan: list[tuple[str, pa.StructType]]) -> Iterator[pa.RecordBatch]:
-    """``rows`` (source rows: ``topic``, ``value``, ...) as record batches of at most ``CHUNK`` rows, each with
-    the decoded columns of ``plan`` appended: Spark takes each batch as soon as it is decoded."""
+def with_decoded(rows: pa.Table, plan: DecodePlan) -> Iterator[pa.RecordBatch]:
+    """``rows`` (source rows: ``topic``, ``value``, ...) as record batches of at most ``CHUNK`` rows, their JSON
+    field names made the columns' (``canonical_names``), each with the decoded columns of ``plan`` appended:
+    Spark takes each batch as soon as it is decoded."""
     if not plan:
         yield from rows.to_batches()
         return
     names = rows.schema.names + [f.name for f in decoded_fields(plan)]
+    at = rows.schema.get_field_index("value")
     for batch in rows.to_batches(max_chunksize=CHUNK):
-        columns = decode_columns(batch.column("topic"), batch.column("value"), plan)
-        yield pa.RecordBatch.from_arrays(batch.columns + columns, names=names)
+        value = canonical_names(batch.column("topic"), batch.column("value"), plan.names)
+        columns = decode_columns(batch.column("topic"), value, plan.structs) if plan.structs else []
+        yield pa.RecordBatch.from_arrays(batch.columns[:at] + [value] + batch.columns[at + 1:] + columns, names=names)
 
 
-def decode_columns(topic: pa.Array, value: pa.Array, plan: list[tuple[str, pa.StructType]]) -> list[pa.Array]:
+def canonical_names(topic: pa.Array, value: pa.Array, names: dict) -> pa.Array:
+    """JSON values whose fields name a column in another case (``{"b": 1}`` for column ``B``) written again with
+    the column's own name, as ksqlDB reads JSON (case-insensitively); everything else as it is. A value that
+    names each column exactly (the usual case) costs a substring test per column; only one that misses a
+    column's exact name and has it in another case is parsed, in Python."""
+    if not names or not len(value):
+        return value
+    odd = np.zeros(len(value), dtype=bool)
+    for t, columns in names.items():
+        of_topic = pc.fill_null(pc.equal(topic, t), False)
+        if not pc.any(of_topic).as_py():
+            continue
+        for column in columns:
+            quoted = json.dumps(column)
+            other_case = pc.and_not(pc.match_substring(value, quoted, ignore_case=True), pc.match_substring(value, quoted))
+            odd |= pc.fill_null(pc.and_(of_topic, other_case), False).to_numpy(zero_copy_only=False)
+    if not odd.any():
+        return value
+    texts = value.to_pylist()
+    topics = topic.to_pylist()
+    for i in np.flatnonzero(odd):
+        texts[i] = _renamed(texts[i], names[topics[i]])
+    return pa.array(texts, value.type)
+
+
+def _renamed(text: bytes, columns: list[str]) -> bytes:
+    """A JSON object with each field that names a column in another case renamed to the column (a field of
+    the exact name wins); a value that is no JSON object is left to the decoders' errors."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(obj, dict):
+        return text
+    canonical = {c.casefold(): c for c in columns}
+    out: dict = {}
+    for key, v in obj.items():
+        name = canonical.get(key.casefold(), key)
+        if name not in out or key == name:
+            out[name] = v
+    return json.dumps(out).encode()
+
+
+def decode_columns(topic: pa.Array, value: pa.Array, plan) -> list[pa.Array]:
     """One struct array per decoded topic: the decoded value of that topic's records, null elsewhere."""
     shaped = _one_object(value)
     return [_decode(value, pc.and_(pc.fill_null(pc.equal(topic, name), False), shaped), struct) for name, struct in plan]

@@ -87,6 +87,18 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
             if len(kinds) == 1 and None not in kinds]
 
 
+def json_columns(scans: list[Scan]) -> dict[str, list[str]]:
+    """Topic -> the value columns of the JSON sources that read it, whose field names the source reader
+    matches case-insensitively (``connectors.json_decode.canonical_names``), as ksqlDB reads JSON."""
+    names: dict = {}
+    for scan in scans:
+        source = scan.source
+        if source.value_format == "JSON" and not source.changelog_format:
+            columns = names.setdefault(source.topic, [])
+            columns += [c.name for c in source.columns if c.origin == "value" and c.name not in columns]
+    return names
+
+
 def _decoded_by_reader(source, otherwise: Column) -> Column:
     """The value as the source reader decoded it, shaped as ``_value_parser``'s struct; ``otherwise`` where
     the reader left it."""

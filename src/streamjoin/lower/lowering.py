@@ -21,7 +21,7 @@ from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
 )
-from .decode import decode_scan, read_bounded, reader_decoded
+from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import operator_for
 
@@ -51,9 +51,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     else:
         reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
-    decoded = reader_decoded(scans)
-    if decoded:  # JSON values the source reader decodes, so Spark need not
-        reader = reader.option("decode", decode_option(decoded))
+    decoded, names = reader_decoded(scans), json_columns(scans)
+    if decoded or names:  # JSON values the source reader decodes, so Spark need not, and their field names
+        reader = reader.option("decode", decode_option(decoded, names))
     if any(n.source.reads_headers for n in scans):
         reader = reader.option("headers", "true")
     if opts.max_records_per_batch:
@@ -101,10 +101,7 @@ def _with_condition(join: Join, joined: DataFrame) -> DataFrame:
 
 def _reads_stream_time(join: Join) -> bool:
     """Every join but a lookup in a bounded table (``operators.stream_table``'s native stream-static join)."""
-    table = join.right if join.left.kind == "STREAM" else join.left
-    static = join.shape == "stream-table" and not any(
-        isinstance(n, Scan) and not n.source.bounded_path for n in walk(table))
-    return not static
+    return not join.static_table
 
 
 def _event_time_field(source) -> str | None:

@@ -8,8 +8,8 @@ unit) RANGE CURRENT ROW``): when stream time enters a later frame, the frames it
 each of them every live table row that no stream row matched in that frame is emitted null-padded, with
 the frame's end as rowtime. Frames are counted from the query's first stream time (every bucket sees it
 on the first batch's tick rows); a jump of stream time over several frames closes each of them. In FULL, a stream row without a table row is also emitted
-null-padded at once. INNER and stream-preserving joins ignore the window and are the plain stream-table
-join (``operators.stream_table``).
+null-padded at once. INNER and stream-preserving joins ignore the window: the planner gives them to the
+plain stream-table join (``operators.stream_table``).
 
 A table read from a file (SQLstream's static table) is loaded at query start, and each bucket's state
 starts with its share of it.
@@ -35,7 +35,6 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, DELETE, NO_TIME, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_rows
 from .state import run_bucketed
-from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, TABLE = 0, 1
 
@@ -44,9 +43,6 @@ class FramedTableJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         stream_on_left = join.left.kind == "STREAM"
         preserved = {"LEFT": ("left",), "RIGHT": ("right",), "FULL": ("left", "right")}.get(join.join_type, ())
-        table_preserved = ("right" if stream_on_left else "left") in preserved
-        if not table_preserved:
-            return STREAM_TABLE.lower(join, left, right, ctx)
         stream_side, table_side = (join.left_side, join.right_side) if stream_on_left else (join.right_side, join.left_side)
         stream, table = (left, right) if stream_on_left else (right, left)
         keys = key_names(len(join.key))

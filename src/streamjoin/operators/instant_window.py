@@ -52,9 +52,6 @@ SORD, OCOUNT, PENDING, CLOSE = "__sord", "__ocount", "__pending", "__close"
 
 class InstantWindowJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
-        if "TABLE" in (join.left.kind, join.right.kind):
-            from .framed_table import OPERATOR as FRAMED_TABLE
-            return FRAMED_TABLE.lower(join, left, right, ctx)
         frames = (frame_of(join.left_side.window), frame_of(join.right_side.window))
         keys = key_names(len(join.key))
         data = tag_side(left, LEFT, join.left_side, keys).unionByName(

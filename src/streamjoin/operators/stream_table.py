@@ -62,7 +62,7 @@ class StreamTableJoin:
         keys = key_names(len(join.key))
         s = tag_side(stream, STREAM, stream_side, keys, stream_node)
         t = tag_side(table, TABLE, table_side, keys, table_node)
-        if not table.isStreaming:
+        if join.static_table:
             return _static_join(join, s, t, keys, outer, ctx)
         stream_cols, table_cols = payload(stream), payload(table)
         data = bucketed(s.unionByName(t, allowMissingColumns=True), keys, ctx.time_buckets)

@@ -12,7 +12,8 @@ in which the watermark passes its time (``W > s.t``), at the batch's end, in ord
 read, because a version read later is older than the watermark. Records older than the watermark when
 read (``t < W``), of either input, are late: dropped and counted (Flink would join them against whatever
 versions it had not yet cleaned up, which depends on timing). ``FOR SYSTEM_TIME AS OF`` a processing-time
-attribute is the latest version as of ingestion order: the stream-table join (``operators.stream_table``).
+attribute is the latest version as of ingestion order: the planner gives it to the stream-table join
+(``operators.stream_table``).
 
 Algorithm: both inputs are unioned and grouped by a hash bucket of the join key, with one tick row per
 bucket carrying the batch-end watermark ``W``. In each bucket a micro-batch adds its versions to the
@@ -44,7 +45,6 @@ from .keyed_inputs import (
     key_names, payload, restore_integers, tag_side, take, tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
-from .stream_table import OPERATOR as STREAM_TABLE
 
 STREAM, VERSION = 0, 1
 ORD, ALIVE = "__ord", "__alive"
@@ -53,8 +53,6 @@ ORDER_SCALE = 1_000_000  # _sub of an emitted row: its time, then its ingestion 
 
 class TemporalJoin:
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
-        if join.shape == "temporal-proctime":
-            return STREAM_TABLE.lower(join, left, right, ctx)
         keys = key_names(len(join.key))
         stream_cols, table_cols = payload(left), payload(right)
         data = tag_side(left, STREAM, join.left_side, keys).unionByName(

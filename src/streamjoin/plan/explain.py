@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .catalog import SourceInfo
-from .nodes import Aggregate, Join, PlanNode, Repartition, Scan, Sink, walk
+from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
 
 
 def explain_text(plan: PlanNode) -> str:
@@ -22,30 +22,23 @@ def _tree(node: PlanNode, depth: int, lines: list[str]) -> None:
 
 def _physical(plan: PlanNode) -> list[str]:
     """Where work runs in Spark: repartitions (shuffles), stateful operators and their state."""
-    from ..lower.operator_table import OPERATORS
-
     out = ["Source: streamjoin_topics (one stream over every input topic, in ingestion order)"]
     stack = [plan]
     while stack:
         node = stack.pop()
         if isinstance(node, Repartition):
             out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
-        if isinstance(node, Join) and _bounded(node):
+        if isinstance(node, Join) and node.static_table:
             out.append("Broadcast hash join of the stream with the table loaded once from its file (stream-static: no state)")
         elif isinstance(node, Join):
-            entry = OPERATORS.get(node.shape)
-            module = f"operators.{entry.module}" if entry else "?"
-            out.append(f"Repartition both inputs by the join key; operator {module} ({node.shape}), state keyed by join key")
+            out.append(f"Repartition both inputs by a hash bucket of the join key; operator operators.{node.operator} "
+                       f"({node.shape}), state kept per bucket")
         if isinstance(node, Aggregate):
             out.append("Repartition by the GROUP BY key; Spark streaming aggregation, state: one row per group")
         if isinstance(node, Sink):
             out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
         stack.extend(node.inputs)
     return out
-
-
-def _bounded(join: Join) -> bool:
-    return any(isinstance(n, Scan) and n.source.bounded_path for side in join.inputs for n in walk(side))
 
 
 def describe_text(info: SourceInfo) -> str:

@@ -1,5 +1,24 @@
-"""Binding a join: the ON condition is split into what each operator needs, and the join's shape is
-named from the kinds of its inputs and its window form (the key of the operator table in ``lower``).
+"""Binding a join: the ON condition is split into what each operator needs, the join's shape is named from
+the kinds of its inputs and its window form, and the operator that runs it is chosen — once, here; every
+later step (validation, lowering, EXPLAIN) reads ``Join.shape``, ``Join.operator`` and ``Join.static_table``.
+
+| left    | right   | window form                          | shape              | operator module  |
+|---------|---------|--------------------------------------|--------------------|------------------|
+| STREAM  | STREAM  | WITHIN d / WITHIN (b, a)             | stream-stream      | stream_stream    |
+| STREAM  | STREAM  | OVER (RANGE/ROWS ...) on either side | instant-window     | instant_window   |
+| STREAM  | TABLE   | OVER on the stream, table preserved  | instant-window     | framed_table     |
+| STREAM  | TABLE   | OVER on the stream, table not        | instant-window     | stream_table     |
+| STREAM  | STREAM  | Flink time bounds in ON / WHERE      | interval           | interval         |
+| STREAM  | TABLE   | FOR SYSTEM_TIME AS OF rowtime        | temporal           | temporal         |
+| STREAM  | TABLE   | FOR SYSTEM_TIME AS OF proctime       | temporal-proctime  | stream_table     |
+| STREAM  | LATERAL TABLE (f(t))                   | temporal-function  | temporal         |
+| Flink inputs, no time bound                    | regular            | regular          |
+| STREAM  | TABLE   | none                                 | stream-table       | stream_table     |
+| TABLE   | TABLE   | both primary keys                    | table-table        | table_table      |
+| TABLE   | TABLE   | a non-key column on one side         | foreign-key        | foreign_key      |
+
+(The TABLE side may be on the left in each row.) A stream-table join whose table is bounded (a file) is a
+*static table* join: the table is loaded at query start, no state and no clock.
 
 ON is an AND of terms (DIALECT §4). A term is
 - an equi-key: ``=`` with exactly one input on each side (expressions allowed);
@@ -16,7 +35,7 @@ from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction, ViewInfo
-from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, base_scan, naming_style
+from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, Scan, base_scan, naming_style, walk
 from .intervals import time_attribute
 from .scope import Scope, new_id
 from .settings import REMATCH_RETENTION, interval_ms
@@ -86,6 +105,7 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
                       system_time)
     node = replace(node, condition=ex.conjoin(conditions))
+    node = replace(node, operator=_operator(node), static_table=_static_table(node))
     if null_safe:
         flags = tuple(pair in null_safe for pair in pairs)
         node = replace(node, left_side=replace(node.left_side, null_safe=flags), right_side=replace(node.right_side, null_safe=flags))
@@ -165,6 +185,30 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         residual=ex.conjoin(residual), within=item.within, system_time=system_time,
         join_key=tuple(f.id for f in key_fields), pos=item.pos,
     )
+
+
+SHAPE_OPERATORS = {
+    "stream-stream": "stream_stream", "instant-window": "instant_window", "interval": "interval",
+    "temporal": "temporal", "temporal-function": "temporal", "temporal-proctime": "stream_table",
+    "regular": "regular", "stream-table": "stream_table", "table-table": "table_table", "foreign-key": "foreign_key",
+}
+
+
+def _operator(join: Join) -> str:
+    """The module of ``streamjoin.operators`` that runs ``join`` (the module docstring's table)."""
+    if join.shape == "instant-window" and "TABLE" in (join.left.kind, join.right.kind):
+        table_side = "right" if join.left.kind == "STREAM" else "left"
+        preserved = {"LEFT": ("left",), "RIGHT": ("right",), "FULL": ("left", "right")}.get(join.join_type, ())
+        return "framed_table" if table_side in preserved else "stream_table"
+    return SHAPE_OPERATORS[join.shape]
+
+
+def _static_table(join: Join) -> bool:
+    """A stream-table lookup whose table is read from a bounded source (no topic under it)."""
+    if join.operator != "stream_table":
+        return False
+    table = join.right if join.left.kind == "STREAM" else join.left
+    return not any(isinstance(n, Scan) and not n.source.bounded_path for n in walk(table))
 
 
 def _compares(term: ast.Expr, times: set) -> bool:

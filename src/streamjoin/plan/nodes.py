@@ -129,7 +129,7 @@ class JoinSide:
 
 @dataclass(frozen=True)
 class Join(PlanNode):
-    """A binary join. ``shape`` names the operator family (see ``lower.operator_table``)."""
+    """A binary join. ``shape`` names its kind, ``operator`` the module that runs it (``plan.joins``)."""
 
     left: PlanNode = None  # type: ignore[assignment]
     right: PlanNode = None  # type: ignore[assignment]
@@ -145,6 +145,8 @@ class Join(PlanNode):
     pos: ast.Pos = ast.NOWHERE
     rematch_ms: Optional[int] = None  # Lenses: how long a padded stream record waits for its table row
     condition: Optional[ast.Expr] = None  # Flink: further two-input ON conditions, on each candidate pair
+    operator: str = ""  # the module of streamjoin.operators that runs it (plan.joins decides)
+    static_table: bool = False  # a stream-table join whose table is loaded from a bounded source at query start
     on_keys: bool = False  # no ON: the records' keys are equal (Lenses)
 
     @property
