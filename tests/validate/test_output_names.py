@@ -53,3 +53,32 @@ def test_generated_names_skip_numbers_in_use():
     names = GeneratedNames(["KSQL_COL_0", "KSQL_COL_2", "F", "F_1"])
     assert [names.next("KSQL_COL") for _ in range(3)] == ["KSQL_COL_1", "KSQL_COL_3", "KSQL_COL_4"]
     assert [names.next("F"), names.next("G"), names.next("G")] == ["F_2", "G", "G_1"]
+
+
+# (what, query, the record key's column, the value's columns): which projected column stands for the join
+# key (ksqlDB's viable key columns, LogicalPlanner.buildJoinKey) and which stay in the value
+KEYS = [
+    ("the left-most input's ON column is the key, though another is projected first",
+     "SELECT R.*, L.NAME, L.ID FROM L JOIN R WITHIN 1 MINUTE ON R.ID = L.ID",
+     "L_ID", ["R_ID", "R_NAME", "R_W", "R_KSQL_COL_0", "L_NAME"]),
+    ("a column an earlier join made equal to the key stands for it",
+     "SELECT T.ID, L.V, R.W FROM L JOIN T ON L.ID = T.ID JOIN R WITHIN 1 MINUTE ON L.ID = R.ID",
+     "T_ID", ["V", "W"]),
+    ("a column an earlier join made equal to the same ON expression stands for the key",
+     "SELECT L.ID, L.V, R.W FROM L JOIN R WITHIN 1 MINUTE ON L.ID = ABS(R.W) JOIN T ON ABS(R.W) = T.ID",
+     "L_ID", ["V", "W"]),
+    ("* over a FULL join: its key is a column of its own, every ON column stays in the value",
+     "SELECT * FROM L FULL OUTER JOIN R WITHIN 1 MINUTE ON L.ID = R.ID",
+     "ROWKEY", ["L_ID", "L_NAME", "L_V", "L_S", "R_ID", "R_NAME", "R_W", "R_KSQL_COL_0"]),
+    ("a FULL join's projected ON column is its key (the seeds' KSQL)",
+     "SELECT L.ID AS ID, L.V AS LV, R.W AS RW FROM L FULL OUTER JOIN R WITHIN 1 MINUTE ON L.ID = R.ID",
+     "ID", ["LV", "RW"]),
+]
+
+
+@pytest.mark.parametrize("what,query,key,value", KEYS, ids=[k[0] for k in KEYS])
+def test_which_column_is_the_key(what, query, key, value):
+    planner = StatementPlanner(Catalog())
+    sink = [planner.plan(item) for item in parse_script(SOURCES + f"CREATE STREAM OUT AS {query};")][-1].query.plan
+    assert [sink.input.field(k).name for k in sink.key] == [key]
+    assert [sink.input.field(f).name for f in sink.value_fields] == value

@@ -125,6 +125,29 @@ REFUSED = [
      "CREATE TABLE ks (_key string, a int) FORMAT (string, json); CREATE TABLE ki (_key string, b int) FORMAT (json, json);"
      "WITH kt AS (SELECT TABLE * FROM ki); INSERT INTO j SELECT STREAM ks.a, kt.b FROM ks JOIN kt;",
      "key-formats-differ", "STORE KEY AS"),
+    # ksqlDB's own refusals and words, for scripts declared with its DDL
+    ("ksqlDB: join keys of one kind but different types",
+     "CREATE STREAM B (ID BIGINT KEY, V STRING) WITH (kafka_topic='b', value_format='JSON');"
+     "CREATE STREAM J AS SELECT L.V FROM L JOIN B WITHIN 1 MINUTE ON L.ID = B.ID;",
+     "join-key-types", "Invalid join condition: types don't match. Got L.ID{INTEGER} = B.ID{BIGINT}."),
+    ("ksqlDB: a join key holding a MAP",
+     "CREATE STREAM M (ID INT KEY, m MAP<STRING, INT>) WITH (kafka_topic='m', value_format='JSON');"
+     "CREATE STREAM N (ID INT KEY, n MAP<STRING, INT>) WITH (kafka_topic='n', value_format='JSON');"
+     "CREATE STREAM J AS SELECT M.ID FROM M JOIN N WITHIN 1 MINUTE ON M.m = N.n;",
+     "join-key-map", "Key column name: `M_M`. Column type: MAP<STRING, INTEGER>."),
+    ("ksqlDB: the table on the left of a stream", "CREATE STREAM J AS SELECT L.V FROM T JOIN L ON L.ID = T.ID;",
+     "table-stream-order", "table-stream joins are not supported; only stream-table joins. Got T [INNER] JOIN L."),
+    ("ksqlDB: table LEFT JOIN stream", "CREATE STREAM J AS SELECT L.V FROM T LEFT JOIN L ON L.ID = T.ID;",
+     "table-stream-order", "Got T LEFT [OUTER] JOIN L."),
+    ("ksqlDB: an unknown column in ON", "CREATE STREAM J AS SELECT L.V FROM L JOIN R WITHIN 1 MINUTE ON L.IID = R.ID;",
+     "unknown-column", "JOIN ON column 'L.IID' cannot be resolved."),
+    ("ksqlDB: an unknown input in ON", "CREATE STREAM J AS SELECT L.V FROM L JOIN R WITHIN 1 MINUTE ON Q.ID = R.ID;",
+     "unknown-column", "'Q' is not a valid stream/table name or alias."),
+    ("ksqlDB: the join key projected twice",
+     "CREATE STREAM J AS SELECT L.ID, L.ID AS K2, R.V FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID;",
+     "key-projected-twice", "The projection contains a key column (`L_ID`) more than once, aliased as: K2 and L_ID."),
+    ("ksqlDB: stream-table on a non-key column, in its words", "CREATE STREAM J AS SELECT L.V FROM L JOIN T ON L.V = T.V;",
+     "stream-table-on-table-key", "stream-table joins require to join on the table's primary key. Got L.V = T.V."),
 ]
 
 

@@ -74,6 +74,10 @@ class Binder:
                     raise StatementError(f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
                 merged = {n.casefold() for n, _ in scope.merged}
                 prefixed = len({f.qualifier for f in fields}) > 1 if q is None else ksql_join
+                if ksql_join and q is None and _full_join_key(scope.node):
+                    # ksqlDB: a FULL join's key is a column of its own (ROWKEY), which * selects; every
+                    # input column, the ON columns too, stays in the value (NULL on a padded side)
+                    out.append((ast.Column(ast.Ident("ROWKEY")), "ROWKEY"))
                 seen = set()
                 for f in fields:
                     if f.name.casefold() in merged:
@@ -199,7 +203,7 @@ class Binder:
         standing for the join key; ksqlDB moves a projected key column into the record key instead."""
         padded = _padded_ids(node) if keys_in_value else frozenset()
         out_items: list[tuple[Field, ast.Expr]] = []
-        key_ids: list[Optional[str]] = [None] * len(node.key)
+        candidates: list[tuple[int, int, int]] = []  # (key position, rank, item index)
         used_names: set[str] = set()
         generated = GeneratedNames(f.name for f in scope.node.fields if not f.hidden)
         for index, item in enumerate(items):
@@ -213,10 +217,21 @@ class Binder:
             source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
             f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
             key_pos = _key_position(node, expr, exact=isinstance(expr, Ref) and expr.id in padded)
-            if key_pos is not None and key_ids[key_pos] is None:
-                key_ids[key_pos] = f.id
-                expr = Ref(node.key[key_pos], _type_of(expr), name)  # the key as the node carries it
+            if key_pos is not None:
+                candidates.append((key_pos, _key_rank(node, expr, key_pos), len(out_items)))
             out_items.append((f, expr))
+        key_ids: list[Optional[str]] = [None] * len(node.key)
+        chosen: dict[int, ast.Expr] = {}
+        for key_pos, _, index in sorted(candidates):
+            f, expr = out_items[index]
+            if key_ids[key_pos] is None:  # the first viable column of this key position stands for it
+                key_ids[key_pos], chosen[key_pos] = f.id, expr
+                out_items[index] = (f, Ref(node.key[key_pos], _type_of(expr), f.name))  # the key as the node carries it
+            elif style == "ksql" and not keys_in_value and _is_join(node) and expr == chosen[key_pos]:
+                names = sorted(g.name for g, _ in out_items if g.id in (f.id, key_ids[key_pos]))
+                raise StatementError(f"The projection contains a key column (`{expr.name.replace('.', '_').upper()}`) "
+                                     f"more than once, aliased as: {' and '.join(names)}.", rule="key-projected-twice",
+                                     pos=getattr(items[index][0], "pos", None))
         for i, kid in enumerate(key_ids):
             if kid is None:  # the key was not projected: carry it, hidden
                 kf = node.field(node.key[i])
@@ -362,6 +377,28 @@ def _key_position(node: PlanNode, expr: ast.Expr, exact: bool = False) -> Option
         if expr.id == k or (not exact and expr.id in equivalents):
             return i
     return None
+
+
+def _is_join(node: PlanNode) -> bool:
+    while isinstance(node, Filter):
+        node = node.input
+    return isinstance(node, Join)
+
+
+def _full_join_key(node: PlanNode) -> bool:
+    """Whether ``node`` is (a filter over) a FULL join with a one-column key."""
+    while isinstance(node, Filter):
+        node = node.input
+    return isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1
+
+
+def _key_rank(node: PlanNode, expr: Ref, key_pos: int) -> int:
+    """Which of several projected columns equal to a key column becomes the key: the key itself, then
+    the one of the left-most input (ksqlDB's viable key columns, in join-tree order: in ``FROM tt JOIN t
+    ON t.id = tt.id``, ``tt.id`` even when ``t.id`` is projected first); the other stays a value column."""
+    if expr.id == node.key[key_pos]:
+        return -1
+    return next((i for i, f in enumerate(node.fields) if f.id == expr.id), len(node.fields))
 
 
 def _padded_ids(node: PlanNode) -> frozenset:

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
-from .catalog import TemporalFunction, ViewInfo
-from .nodes import ROWTIME, Field, Join, JoinSide, PlanNode, Ref, Scan, base_scan, naming_style, walk
+from .catalog import TemporalFunction, ViewInfo, display_name
+from .nodes import ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, naming_style, walk
 from .intervals import time_attribute
 from .scope import Scope, new_id
 from .settings import REMATCH_RETENTION, interval_ms
@@ -65,7 +65,7 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
             pairs.append((lref, rref))
             stand_in = ast.Call("COALESCE", (lref, rref)) if join_type in ("RIGHT", "FULL") else (rref if join_type == "RIGHT" else lref)
             merged += ((name, stand_in),)
-    terms = [binder.bind_expr(t, both) for t in ex.conjuncts(on)]
+    terms = [_bind_on_term(binder, t, both) for t in ex.conjuncts(on)]
     left_ids = {f.id for f in left.node.fields} | {ROWTIME + "@L"}
     right_ids = {f.id for f in right.node.fields}
     left_filters, right_filters, residual, unsupported, conditions = [], [], [], [], []
@@ -166,7 +166,8 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
     for i, (l, r) in enumerate(pairs):
         kf = Field("", _key_name(l, r), new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
         key_fields.append(kf)
-        equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)}))
+        equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)})
+                           | _inherited_equivalents((l, r), (left, right)))
     key, key_equivalents = tuple(f.id for f in key_fields), tuple(equivalents)
     kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
     row_fields: tuple[Field, ...] = ()
@@ -345,6 +346,38 @@ def _common_names(left: PlanNode, right: PlanNode) -> list[str]:
 
 def _concat(left: PlanNode, right: PlanNode) -> PlanNode:
     return PlanNode(left.fields + right.fields, "STREAM", ())
+
+
+def _bind_on_term(binder: "Binder", term: ast.Expr, scope: Scope) -> ast.Expr:
+    """Bind one ON term; an unknown column in a ksqlDB query is reported as ksqlDB words it."""
+    try:
+        return binder.bind_expr(term, scope)
+    except StatementError as err:
+        column = next((c for c in ex.walk(term) if isinstance(c, ast.Column) and c.pos == err.pos), None)
+        if err.rule != "unknown-column" or column is None or naming_style(scope.node) != "ksql":
+            raise
+        if column.qualifier is not None and column.qualifier.text.casefold() not in scope.qualifiers:
+            raise StatementError(f"'{display_name(column.qualifier, 'ksql')}' is not a valid stream/table name or alias.",
+                                 rule="unknown-column", pos=err.pos) from None
+        name = ".".join(display_name(i, "ksql") for i in (column.qualifier, column.name) if i is not None)
+        raise StatementError(f"JOIN ON column '{name}' cannot be resolved.", rule="unknown-column", pos=err.pos) from None
+
+
+def _inherited_equivalents(exprs, inputs) -> frozenset:
+    """The columns an input join already knows equal to one of ``exprs`` (ksqlDB's join equivalence set:
+    in ``S1 JOIN T2 ON S1.ID = T2.ID JOIN T3 ON S1.ID = T3.ID`` the result key equals T2.ID too). A FULL
+    join's key equals neither of its sides' columns, so it passes none on."""
+    refs = {e.id for e in exprs if isinstance(e, Ref)}
+    out: set = set()
+    for node in inputs:
+        while isinstance(node, Filter):
+            node = node.input
+        if isinstance(node, Join) and node.join_type != "FULL":
+            for i, eq in enumerate(node.key_equivalents):
+                ons = (node.left_side.keys[i], node.right_side.keys[i]) if i < len(node.left_side.keys) else ()
+                if refs & eq or any(e in ons for e in exprs):  # a column, or the same ON expression
+                    out |= eq
+    return frozenset(out)
 
 
 def _key_name(l: ast.Expr, r: ast.Expr) -> str:

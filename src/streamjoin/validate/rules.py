@@ -5,14 +5,18 @@ returns a message refuses the statement, naming the rule and the join's position
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 from ..errors import StatementError
 from ..plan.ddl import declared_key_format
+from ..plan import expressions as ex
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, naming_style, walk
+from ..plan.types import spark_type
+from ..sql import ast
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -62,6 +66,25 @@ def _stream_table(join: Join) -> bool:
     return join.shape == "stream-table" or (join.shape == "instant-window" and "TABLE" in _kinds(join))
 
 
+def _ksql(join: Join) -> bool:
+    """Whether every input of ``join`` was declared with ksqlDB's DDL (its refusals and messages apply)."""
+    return all(n.source.dialect == "ksql" for n in walk(join) if isinstance(n, Scan))
+
+
+_KSQL_JOIN_TYPES = {"INNER": "[INNER] JOIN", "LEFT": "LEFT [OUTER] JOIN", "RIGHT": "RIGHT [OUTER] JOIN",
+                    "FULL": "[FULL] OUTER JOIN"}
+
+
+def _ksql_join_text(join: Join) -> str:
+    """``L LEFT [OUTER] JOIN R``, as ksqlDB names a join in its messages (by its sources' names)."""
+    def name(node: PlanNode, keys) -> str:  # the source the side's ON expression reads
+        refs = {r.id for k in keys[:1] for r in ex.walk(k) if isinstance(r, Ref)}
+        scans = [n for n in walk(node) if isinstance(n, Scan) and refs & {f.id for f in n.fields}] or [base_scan(node)]
+        return scans[0].source.name.upper() if scans[0] is not None else "?"
+    return (f"{name(join.left, join.left_side.keys)} {_KSQL_JOIN_TYPES.get(join.join_type, join.join_type)} "
+            f"{name(join.right, join.right_side.keys)}")
+
+
 def _stream_frame(join: Join):
     """The OVER window of a stream-table join's stream side, or None."""
     return join.left_side.window if join.left.kind == "STREAM" else join.right_side.window
@@ -83,15 +106,35 @@ def on_condition_terms(join: Join) -> Optional[str]:
 
 @rule("join-key-types")
 def join_key_types(join: Join) -> Optional[str]:
-    """ksqlDB refuses an equality between join keys of different types; columns of one kind (numbers,
-    strings, ...) are comparable in every dialect here, so only kinds that differ are refused."""
+    """ksqlDB refuses an equality between join keys of different types (INT = BIGINT too) when every input
+    was declared with its DDL; in Lenses and SQLstream scripts columns of one kind (numbers, strings, ...)
+    are comparable, so only kinds that differ are refused there."""
     if naming_style(join) == "flink":
         return None
+    ksql = _ksql(join)
     for left, right in zip(join.left_side.keys, join.right_side.keys):
-        types = [e.type for e in (left, right) if isinstance(e, Ref) and e.type]
-        if len(types) == 2 and _type_kind(types[0]) != _type_kind(types[1]):
-            return (f"Invalid join condition: types don't match. Got {expr_text(left)}{{{_ksql_type(types[0])}}} = "
-                    f"{expr_text(right)}{{{_ksql_type(types[1])}}}")
+        types = [t for t in (_expr_type(left), _expr_type(right)) if t]
+        if len(types) == 2 and (_ksql_type(types[0]) != _ksql_type(types[1]) if ksql
+                                else _type_kind(types[0]) != _type_kind(types[1])):
+            return (f"Invalid join condition: types don't match. Got {_ksql_text(left)}{{{_ksql_type(types[0])}}} = "
+                    f"{_ksql_text(right)}{{{_ksql_type(types[1])}}}.")
+    return None
+
+
+@rule("join-key-map")
+def join_key_map(join: Join) -> Optional[str]:
+    """ksqlDB refuses a join key whose type is or holds a MAP: a map's serialized form (so its partition)
+    depends on its entries' order. Streams joined on one here would still match, so only ksqlDB scripts
+    are refused."""
+    if not _ksql(join):
+        return None
+    for left in join.left_side.keys:
+        t = _expr_type(left)
+        if "map<" in t:
+            name = _ksql_text(left).replace(".", "_")
+            return ("Map keys, including types that contain maps, are not supported as they may lead to unexpected "
+                    f"behavior due to inconsistent serialization. Key column name: `{name}`. Column type: "
+                    f"{_ksql_type(t)}. See https://github.com/confluentinc/ksql/issues/6621 for more.")
     return None
 
 
@@ -113,6 +156,15 @@ def key_formats_differ(join: Join) -> Optional[str]:
             "(INSERT INTO t STORE KEY AS ... SELECT ...) and join that")
 
 
+def _expr_type(e) -> str:
+    """The type of a join key expression when the plan knows it: a column's, or a CAST's target."""
+    if isinstance(e, Ref):
+        return e.type
+    if isinstance(e, ast.Cast):
+        return spark_type(e.type)
+    return ""
+
+
 def _type_kind(spark_type: str) -> str:
     """A Spark DDL type's kind: 'number', or the type's name without parameters (string, array, ...)."""
     name = spark_type.split("(")[0].split("<")[0].strip().lower()
@@ -120,7 +172,35 @@ def _type_kind(spark_type: str) -> str:
 
 
 def _ksql_type(spark_type: str) -> str:
-    return _KSQL_TYPES.get(spark_type.lower(), spark_type.upper())
+    """A Spark DDL type as ksqlDB prints it: ``map<string,int>`` -> ``MAP<STRING, INTEGER>``,
+    ``struct<`f`:int>`` -> ``STRUCT<`F` INTEGER>``."""
+    text = spark_type.strip()
+    low = text.lower()
+    for kind in ("array", "map", "struct"):
+        if low.startswith(kind + "<") and low.endswith(">"):
+            parts = _split_top(text[len(kind) + 1:-1])
+            if kind == "struct":
+                fields = [p.split(":", 1) for p in parts]
+                return "STRUCT<" + ", ".join(f"`{n.strip('`').upper()}` {_ksql_type(t)}" for n, t in fields) + ">"
+            return f"{kind.upper()}<" + ", ".join(_ksql_type(p) for p in parts) + ">"
+    return _KSQL_TYPES.get(low, text.upper())
+
+
+def _split_top(text: str) -> list[str]:
+    """``a,map<b,c>`` -> [``a``, ``map<b,c>``]: split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def _ksql_text(e) -> str:
+    """An expression as ksqlDB quotes it in a message: unquoted qualifiers upper-cased, as it reads them."""
+    return re.sub(r"\b([A-Za-z_][A-Za-z0-9_]*)\.", lambda m: m.group(1).upper() + ".", expr_text(e))
 
 
 @rule("cross-join-needs-windows")
@@ -164,11 +244,25 @@ def windowed_join_input(join: Join) -> Optional[str]:
     return None
 
 
+@rule("table-stream-order")
+def table_stream_order(join: Join) -> Optional[str]:
+    """ksqlDB refuses a join with the table on the left (DIALECT keeps ``table RIGHT JOIN stream``, which
+    is ``stream LEFT JOIN table``)."""
+    if (_ksql(join) and _stream_table(join) and not _framed(join) and _kinds(join) == ("TABLE", "STREAM")
+            and join.join_type != "RIGHT"):
+        return ("Invalid join order: table-stream joins are not supported; only stream-table joins. "
+                f"Got {_ksql_join_text(join)}.")
+    return None
+
+
 @rule("stream-table-full-outer")
 def stream_table_full_outer(join: Join) -> Optional[str]:
     if _stream_table(join) and join.join_type == "FULL" and not _framed(join):
-        return ("FULL OUTER join between a stream and a table needs a tumbling frame on the stream "
+        ours = ("FULL OUTER join between a stream and a table needs a tumbling frame on the stream "
                 "(OVER (ORDER BY FLOOR(ROWTIME TO HOUR) RANGE CURRENT ROW)); otherwise use INNER or LEFT")
+        if _ksql(join):  # ksqlDB's words first
+            return f"Invalid join type: full-outer join not supported for stream-table join. Got {_ksql_join_text(join)}. {ours}"
+        return ours
     return None
 
 
@@ -205,6 +299,9 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
     if _stream_table(join) and scan is not None and scan.source.kind == "STREAM":
         return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
     if not on_key(table_keys, table):
+        if _ksql(join) and join.left_side.keys:
+            return ("Invalid join condition: stream-table joins require to join on the table's primary key. "
+                    f"Got {_ksql_text(join.left_side.keys[0])} = {_ksql_text(join.right_side.keys[0])}.")
         key = ", ".join(table.field(k).name for k in table.key)
         offending = ", ".join(expr_text(e) for e in table_keys if not (isinstance(e, Ref) and e.id in table.key))
         detail = f": {offending} is not the key" if offending else ""
