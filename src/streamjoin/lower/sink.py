@@ -20,7 +20,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     row = F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields])
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
-    meta = [F.col(ROWTIME).cast("bigint").alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
+    meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
     key = _key(sink, target.key_format).alias("key")
     if target.value_format == "AVRO":
         columns = [(node.field(fid).name, df.schema[fid].dataType.simpleString()) for fid in sink.value_fields]
@@ -35,6 +35,20 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def _timestamp(sink: Sink, df: DataFrame) -> Column:
+    """The record time: the result's time, or the column the sink's ``TIMESTAMP`` property names (ksqlDB),
+    in ms; a record whose column is NULL keeps the result's time."""
+    rowtime = F.col(ROWTIME).cast("bigint")
+    name = sink.target.timestamp_column if sink.target.created_by_query else None
+    fid = next((f.id for f in sink.input.fields if name and not f.hidden and f.name == name), None)
+    if fid is None:
+        return rowtime
+    column = F.col(fid)
+    if df.schema[fid].dataType.typeName() == "timestamp":
+        column = F.unix_millis(column)
+    return F.coalesce(column.cast("bigint"), rowtime)
 
 
 def unwrapped(sink: Sink) -> bool:

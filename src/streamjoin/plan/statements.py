@@ -196,7 +196,7 @@ class StatementPlanner:
                 columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
                 key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
-                created_by_query=True,
+                created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name),
             )
             self.catalog.add_source(target)
         visible = [f for f in plan.fields if not f.hidden]
@@ -265,3 +265,16 @@ def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:
 
 
 __all__ = ["StatementPlanner", "PlannedStatement", "PlannedQuery"]
+
+
+def _sink_timestamp(plan: PlanNode, props: dict, name: ast.Ident) -> Optional[str]:
+    """ksqlDB's ``CREATE STREAM s WITH (TIMESTAMP='c') AS SELECT``: each record written gets the time in its
+    column ``c`` (and readers of ``s`` take their event time from it)."""
+    column = props.get("timestamp")
+    if column is None:
+        return None
+    for f in plan.fields:
+        if not f.hidden and f.name.casefold() == str(column).casefold():
+            return f.name
+    raise StatementError(f"TIMESTAMP property names {column}, which is not a column of the result",
+                         rule="unknown-column", pos=name.pos)
