@@ -163,8 +163,11 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         replace(f, nullable=f.nullable or nullable_right) for f in right.fields
     )
     key_fields, equivalents = [], []
+    synthetic = join_type == "FULL" and len(pairs) == 1 and all(
+        n.source.dialect == "ksql" for side in (left, right) for n in walk(side) if isinstance(n, Scan))
     for i, (l, r) in enumerate(pairs):
-        kf = Field("", _key_name(l, r), new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
+        name = synthetic_key_name(left.fields + right.fields) if synthetic else _key_name(l, r)
+        kf = Field("", name, new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
         key_fields.append(kf)
         equivalents.append(frozenset({kf.id} | {e.id for e in (l, r) if isinstance(e, Ref)})
                            | _inherited_equivalents((l, r), (left, right)))
@@ -378,6 +381,16 @@ def _inherited_equivalents(exprs, inputs) -> frozenset:
                 if refs & eq or any(e in ons for e in exprs):  # a column, or the same ON expression
                     out |= eq
     return frozenset(out)
+
+
+def synthetic_key_name(fields) -> str:
+    """ksqlDB's name for a FULL join's key, a column of its own: ``ROWKEY``, or ``ROWKEY_n`` with the first
+    n no input column uses."""
+    taken = {f.name.upper() for f in fields}
+    n = 0
+    while (name := "ROWKEY" if n == 0 else f"ROWKEY_{n}") in taken:
+        n += 1
+    return name
 
 
 def _key_name(l: ast.Expr, r: ast.Expr) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import StatementError
 from ..sql import ast
-from .nodes import ROWTIME, Field, PlanNode, Ref
+from .nodes import ROWTIME, Field, Join, PlanNode, Ref
 
 _ids = itertools.count()
 
@@ -107,12 +107,25 @@ class Scope:
         f = candidates[0]
         return ast.Subscript(Ref(f.id, f.type, _qualified(f), pos=col.pos), field=col.name, pos=col.pos)
 
+    def _synthetic_key(self) -> Field | None:
+        """A ksqlDB FULL join's key column (``ROWKEY`` or ``ROWKEY_n``), which no input has."""
+        node = self.node
+        while not isinstance(node, Join) and len(node.inputs) == 1 and node.key == node.inputs[0].key:
+            node = node.inputs[0]
+        if isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1:
+            f = node.field(node.key[0])
+            return f if f.name.upper().startswith("ROWKEY") else None
+        return None
+
     def _pseudo(self, col: ast.Column) -> ast.Expr | None:
         name = col.name.text.casefold()
         if col.qualifier is not None and col.qualifier.text.casefold() not in self.qualifiers:
             raise StatementError(f"unknown input {col.qualifier.text}", rule="unknown-column", pos=col.pos)
         if name in ROWTIME_NAMES:
             return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
+        synthetic = self._synthetic_key()
+        if col.qualifier is None and synthetic is not None and name == synthetic.name.casefold():
+            return Ref(synthetic.id, synthetic.type, synthetic.name, pos=col.pos)
         if name in KEY_NAMES:
             key_ids = self.node.key
             if col.qualifier is not None:
