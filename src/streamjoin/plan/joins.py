@@ -105,7 +105,8 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
                       system_time)
     node = replace(node, condition=ex.conjoin(conditions))
-    node = replace(node, operator=_operator(node), static_table=_static_table(node))
+    node = replace(node, operator=_operator(node))
+    node = replace(node, static_table=_static_table(node))
     if null_safe:
         flags = tuple(pair in null_safe for pair in pairs)
         node = replace(node, left_side=replace(node.left_side, null_safe=flags), right_side=replace(node.right_side, null_safe=flags))
