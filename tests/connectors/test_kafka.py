@@ -161,7 +161,7 @@ KILL_SINKS = ("TITLED", "PAIRED", "PER_PAGE")
 
 def _cli(home, script, bootstrap, *extra):
     cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script),
-           "--bootstrap-servers", bootstrap, "--max-records-per-batch", "8", *extra]
+           "--bootstrap-servers", bootstrap, "--max-records-per-batch", "16", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 

@@ -88,7 +88,7 @@ SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PA
 
 
 def _run(home, script, *extra):
-    cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "16", *extra]
+    cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "32", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
