@@ -17,7 +17,7 @@ from .joins import bind_join
 from .nodes import (
     Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
-from .scope import ROWTIME_NAMES, Scope, new_id
+from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
 
 
 class Binder:
@@ -74,10 +74,10 @@ class Binder:
                     raise StatementError(f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
                 merged = {n.casefold() for n, _ in scope.merged}
                 prefixed = len({f.qualifier for f in fields}) > 1 if q is None else ksql_join
-                synthetic = _full_join_key(scope.node) if ksql_join and q is None else None
+                synthetic = synthetic_key(scope.node) if ksql_join and q is None else None
                 if synthetic:  # ksqlDB: a FULL join's key is a column of its own (ROWKEY), which * selects;
                     # every input column, the ON columns too, stays in the value (NULL on a padded side)
-                    out.append((ast.Column(ast.Ident(synthetic)), synthetic))
+                    out.append((ast.Column(ast.Ident(synthetic.name)), synthetic.name))
                 seen = set()
                 for f in fields:
                     if f.name.casefold() in merged:
@@ -383,16 +383,6 @@ def _is_join(node: PlanNode) -> bool:
     while isinstance(node, Filter):
         node = node.input
     return isinstance(node, Join)
-
-
-def _full_join_key(node: PlanNode) -> Optional[str]:
-    """The name of a ksqlDB FULL join's own key column when ``node`` is (a filter over) one."""
-    while isinstance(node, Filter):
-        node = node.input
-    if isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1:
-        name = node.field(node.key[0]).name
-        return name if name.upper().startswith("ROWKEY") else None
-    return None
 
 
 def _key_rank(node: PlanNode, expr: Ref, key_pos: int) -> int:

@@ -107,23 +107,13 @@ class Scope:
         f = candidates[0]
         return ast.Subscript(Ref(f.id, f.type, _qualified(f), pos=col.pos), field=col.name, pos=col.pos)
 
-    def _synthetic_key(self) -> Field | None:
-        """A ksqlDB FULL join's key column (``ROWKEY`` or ``ROWKEY_n``), which no input has."""
-        node = self.node
-        while not isinstance(node, Join) and len(node.inputs) == 1 and node.key == node.inputs[0].key:
-            node = node.inputs[0]
-        if isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1:
-            f = node.field(node.key[0])
-            return f if f.name.upper().startswith("ROWKEY") else None
-        return None
-
     def _pseudo(self, col: ast.Column) -> ast.Expr | None:
         name = col.name.text.casefold()
         if col.qualifier is not None and col.qualifier.text.casefold() not in self.qualifiers:
             raise StatementError(f"unknown input {col.qualifier.text}", rule="unknown-column", pos=col.pos)
         if name in ROWTIME_NAMES:
             return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
-        synthetic = self._synthetic_key()
+        synthetic = synthetic_key(self.node)
         if col.qualifier is None and synthetic is not None and name == synthetic.name.casefold():
             return Ref(synthetic.id, synthetic.type, synthetic.name, pos=col.pos)
         if name in KEY_NAMES:
@@ -138,6 +128,17 @@ class Scope:
                 f"{col.name.text} needs an input with exactly one key column", rule="unknown-column", pos=col.pos
             )
         return None
+
+
+def synthetic_key(node: PlanNode) -> Field | None:
+    """A ksqlDB FULL join's key column (``ROWKEY`` or ``ROWKEY_n``, which no input has; ``plan.joins``), when
+    ``node`` is that join or passes its key on unchanged."""
+    while not isinstance(node, Join) and len(node.inputs) == 1 and node.key == node.inputs[0].key:
+        node = node.inputs[0]
+    if isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1:
+        f = node.field(node.key[0])
+        return f if f.name.upper().startswith("ROWKEY") else None
+    return None
 
 
 def _qualified(f: Field) -> str:
