@@ -47,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     topic.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"))
     tsub = topic.add_subparsers(dest="topic_command", required=True)
     produce = tsub.add_parser("produce", help="append JSON lines from stdin to a topic")
-    produce.add_argument("name")
+    produce.add_argument("name", nargs="?", help="the topic (with --envelope, a line's own \"topic\" wins)")
     produce.add_argument("--key-field", help="take each record's key from this field of the value")
     produce.add_argument("--timestamp-field", help="take each record's timestamp (ms) from this field")
     produce.add_argument("--envelope", action="store_true",
-                         help='each line is {"key": .., "value": .., "timestamp": ..} (value null = tombstone)')
+                         help='each line is {"topic": .., "key": .., "value": .., "timestamp": ..} (value null = '
+                              'tombstone; "topic" optional): one file feeds several topics in one ingestion order')
     produce.add_argument("--partitions", type=int, default=1)
     cat = tsub.add_parser("cat", help="print a topic's records as JSON lines")
     cat.add_argument("name")
@@ -185,8 +186,7 @@ def _topic(args) -> int:
                 "value": _shown(r.value),
             }))
         return 0
-    store.create(args.name, args.partitions)
-    records = []
+    appended: list = []  # (topic, [record]) in line order: the order they are read in
     for number, line in enumerate(sys.stdin, 1):
         if not line.strip():
             continue
@@ -195,9 +195,19 @@ def _topic(args) -> int:
         except ValueError as err:
             print(f"error: line {number} is not JSON: {err}", file=sys.stderr)
             return 2
-        records.append(_record_from(obj, args))
-    store.append([(args.name, records)], partitions=args.partitions)
-    print(f"{len(records)} records appended to {args.name}", file=sys.stderr)
+        topic = (obj.get("topic") if args.envelope else None) or args.name
+        if not topic:
+            print(f"error: line {number} names no topic (give one, or a \"topic\" field with --envelope)", file=sys.stderr)
+            return 2
+        if appended and appended[-1][0] == topic:  # a run of one topic's lines is one append
+            appended[-1][1].append(_record_from(obj, args))
+        else:
+            appended.append((topic, [_record_from(obj, args)]))
+    topics = list(dict.fromkeys(t for t, _ in appended)) or ([args.name] if args.name else [])
+    for topic in topics:
+        store.create(topic, args.partitions)
+    store.append(appended, partitions=args.partitions)
+    print(f"{sum(len(r) for _, r in appended)} records appended to {', '.join(topics)}", file=sys.stderr)
     return 0
 
 
