@@ -12,10 +12,12 @@ import pytest
 
 from streamjoin.operators import regular, stream_stream, temporal
 from streamjoin.operators import state as state_module
+from streamjoin.operators.pair_condition import compile_condition
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.operators.stream_stream import Window, _bucket_processor
 from tests.operators.segmented import as_step
-from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
+from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Ref
+from streamjoin.sql import ast
 
 NO_TIME = -(2 ** 63)
 INTERVAL_OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
@@ -62,15 +64,25 @@ def run(step, records, clocks, cuts):
     return sorted(rows, key=repr), state
 
 
-def interval_step(join_type, width=None):
+# a further ON condition over both inputs (Flink): string comparisons that some pairs fail
+CONDITION = ast.BinaryOp("OR", ast.BinaryOp(">", Ref("lv", "string"), ast.Literal("L5", "string")),
+                         ast.BinaryOp("<", Ref("rv", "string"), ast.Literal("R3", "string")))
+
+
+def interval_step(join_type, width=None, condition=None):
     """The interval join's segmented step as a step over (meta, segments); ``width``: segment width in ms."""
     w = Window(before=3, after=4, grace=0, eager=False, outer_left=join_type in ("LEFT", "FULL"),
-               outer_right=join_type in ("RIGHT", "FULL"), watermark=True)
+               outer_right=join_type in ("RIGHT", "FULL"), watermark=True,
+               condition=compile_condition(condition) if condition is not None else None)
     return as_step(_bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], INTERVAL_OUT, width), idle=stream_stream._idle(w))
 
 
 def narrow_interval_step(join_type):
     return interval_step(join_type, width=2)  # records spread over many segments
+
+
+def conditional_interval_step(join_type):
+    return interval_step(join_type, width=2, condition=CONDITION)
 
 
 def temporal_step(join_type, cold=False):
@@ -81,7 +93,8 @@ def cold_temporal_step(join_type):
     return temporal_step(join_type, cold=True)  # every batch replays the base from its log
 
 
-STEPS = [(name, make, t) for name, make in (("interval", interval_step), ("interval-narrow", narrow_interval_step))
+STEPS = [(name, make, t) for name, make in (("interval", interval_step), ("interval-narrow", narrow_interval_step),
+                                            ("interval-condition", conditional_interval_step))
          for t in ("INNER", "LEFT", "RIGHT", "FULL")] + [
     (name, make, t) for name, make in (("temporal", temporal_step), ("temporal-cold", cold_temporal_step))
     for t in ("INNER", "LEFT")]
@@ -194,3 +207,22 @@ def test_regular_join_changelog_materialises_the_join_of_the_final_tables(join_t
     if not cold:  # (replaying the log every batch is slow to drive one record at a time)
         assert regular_run(changes, [], join_type) == expected
         assert regular_run(changes, list(range(1, len(changes))), join_type) == expected
+
+
+@pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL"])
+def test_an_interval_condition_drops_failing_pairs_and_pads_their_records(join_type):
+    records, clocks = random_inputs(5)
+    plain, _ = run(interval_step(join_type), records, clocks, [30, 60])
+    conditional, _ = run(conditional_interval_step(join_type), records, clocks, [30, 60])
+    passes = lambda l, r: l > "L5" or r < "R3"  # noqa: E731 - CONDITION, in Python
+    pairs = lambda rows: {(l, r) for l, r in rows if l is not None and r is not None}  # noqa: E731
+    assert pairs(conditional) == {(l, r) for l, r in pairs(plain) if passes(l, r)}
+    assert pairs(conditional) != pairs(plain)  # the inputs have failing pairs
+    if join_type != "INNER":  # a preserved record is padded exactly when none of its pairs passes
+        side = 0 if join_type in ("LEFT", "FULL") else 1
+        matched = {p[side] for p in pairs(conditional)}
+        padded = {row[side] for row in conditional if None in row and row[side] is not None}
+        span = 4 if side == 0 else 3  # a record's close: its time + after (left) or + before (right)
+        closed = {rec[2] for rec in records if rec[0] == side and rec[3] + span < clocks[-1]}
+        assert padded & matched == set() and padded <= {rec[2] for rec in records if rec[0] == side}
+        assert closed - matched <= padded

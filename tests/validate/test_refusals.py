@@ -77,6 +77,9 @@ REFUSED = [
      "temporal-join-type", "time attribute"),
     ("a condition deciding the padding of an outer regular join",
      "INSERT INTO J SELECT o.id FROM Orders o LEFT JOIN Ships s ON o.id = s.oid AND o.x < s.x;", "join-condition", "issue #26"),
+    ("an outer interval join's condition with an expression not evaluated on candidate pairs",
+     "INSERT INTO J SELECT o.id FROM Orders o LEFT JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
+     "INTERVAL '1' MINUTE AND SUBSTRING(o.id, 1, 1) < s.oid;", "join-condition", "not evaluated on candidate pairs"),
     ("regular join without an equality",
      "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates r ON o.x > r.rate;", "regular-join-equi", "equality"),
     ("debezium-json changelog without a primary key",
@@ -166,6 +169,8 @@ def test_refused_with_rule_and_position(name, query, rule, fragment):
 
 
 ACCEPTED = [
+    "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
+    "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",
     "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
     "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L LEFT JOIN T ON L.ID = T.ID AND T.X > 3;",
     "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L JOIN T ON L.X + 1 = T.ID;",

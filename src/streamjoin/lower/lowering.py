@@ -157,8 +157,10 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)
-        joined = operator_for(node).lower(node, left, right, replace(ctx, records=records))
-        return joined if node.condition is None else _with_condition(node, joined)
+        operator = operator_for(node)
+        joined = operator.lower(node, left, right, replace(ctx, records=records))
+        evaluated = getattr(operator, "evaluates_condition", lambda join: False)(node)  # on candidate pairs
+        return joined if node.condition is None or evaluated else _with_condition(node, joined)
     raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
 
 

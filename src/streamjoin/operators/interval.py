@@ -21,6 +21,10 @@ Without an equality (Flink joins every pair inside the bounds) every record is i
 its records with every live record of the other side in the window, on one core, with one bucket's state
 (the same cost as a join whose every record has one key). Bounds that can never hold (``lower > upper``)
 match nothing; an outer join pads each record once the watermark passes its close.
+
+ON conditions over both inputs beyond the equalities and bounds (Flink: ``a.x < b.y``, ``OR``, functions)
+are evaluated on each candidate pair inside the step (``operators.pair_condition``): a pair that fails is no
+match, so in an outer join a record whose every pair fails is padded.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from pyspark.sql import DataFrame
 from ..plan.intervals import interval_bounds
 from ..plan.nodes import Join
 from .base import LoweringContext
+from .pair_condition import compile_condition, supported
 from .stream_stream import Window, lower_windowed
 
 
@@ -38,9 +43,15 @@ class IntervalJoin:
         window = Window(
             before=-bounds.lower, after=bounds.upper, grace=0, eager=False,
             outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
-            watermark=True,
+            watermark=True, condition=compile_condition(join.condition) if self.evaluates_condition(join) else None,
         )
         return lower_windowed(join, left, right, ctx, window)
+
+    @staticmethod
+    def evaluates_condition(join: Join) -> bool:
+        """Whether the step evaluates ``join.condition`` on candidate pairs (else an INNER join's rows are
+        filtered after it, in Spark, by the lowering)."""
+        return join.condition is not None and supported(join.condition)
 
 
 OPERATOR = IntervalJoin()

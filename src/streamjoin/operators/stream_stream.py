@@ -32,7 +32,8 @@ they drop input rows at or below the watermark, which would lose records that do
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -62,6 +63,7 @@ class Window:
     outer_left: bool
     outer_right: bool
     watermark: bool = False  # Flink interval join: a record lives until the clock (the watermark) passes its close
+    condition: Optional[Callable] = field(default=None, compare=False)  # Flink: pairs -> which pass (pair_condition)
 
     def span(self, side: np.ndarray) -> np.ndarray:
         """How long after its own time a record can still be matched by the other side."""
@@ -246,6 +248,8 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     fresh = data if w.watermark else data[~late]
     candidates = _append(store, fresh)
     pairs = _pairs(w, fresh, candidates, store, keys)
+    if w.condition is not None and len(pairs):  # Flink: a pair failing ON's further condition is no match
+        pairs = pairs[_passing(w.condition, pairs, candidates, left_payload, right_payload)].reset_index(drop=True)
 
     # arrival matches: pairs in which the record is the earlier of the two (the other arrived before it)
     trigger = np.maximum(pairs["l_ord"].to_numpy(), pairs["r_ord"].to_numpy()) if len(pairs) else np.array([], np.int64)
@@ -316,6 +320,17 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
     if not found:
         return pd.DataFrame({"l_ord": [], "r_ord": [], "l_t": [], "r_t": []}, dtype=np.int64)
     return pd.concat(found, ignore_index=True)
+
+
+def _passing(condition, pairs, candidates, left_payload, right_payload) -> np.ndarray:
+    """Which pairs pass the condition, evaluated over both records' columns."""
+    ords = candidates[ORD].to_numpy(np.int64)
+    lpos = np.searchsorted(ords, pairs["l_ord"].to_numpy(np.int64))
+    rpos = np.searchsorted(ords, pairs["r_ord"].to_numpy(np.int64))
+    frame = pd.DataFrame({c: candidates[c].to_numpy()[lpos] for c in left_payload})
+    for c in right_payload:
+        frame[c] = candidates[c].to_numpy()[rpos]
+    return condition(frame)
 
 
 def _pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
