@@ -145,6 +145,14 @@ def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Ca
     return convert
 
 
+def avro_value_as_json(schema_text: str, raw: bytes) -> bytes:
+    """One Avro value (no framing) as the JSON text of its record."""
+    import fastavro
+
+    record = fastavro.schemaless_reader(io.BytesIO(raw), fastavro.parse_schema(json.loads(schema_text)))
+    return json.dumps(record, default=_json_default).encode()
+
+
 def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function replacing the struct column ``row_column`` by its Avro binary ``value``
     (null rows stay null: tombstones)."""

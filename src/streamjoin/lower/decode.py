@@ -81,7 +81,8 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
     for scan in scans:
         source = scan.source
         columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
-        fits = source.value_format == "JSON" and not source.changelog_format and decodable(list(columns))
+        fits = (source.value_format == "JSON" and not source.changelog_format and not unwrapped_value(source)
+                and decodable(list(columns)))
         by_topic.setdefault(source.topic, set()).add(columns if fits else None)
     return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
             if len(kinds) == 1 and None not in kinds]
@@ -119,7 +120,17 @@ def _value_parser(source) -> Column:
     if source.value_format == "DELIMITED":
         return F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
                           "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
+        text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     return F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+
+
+def unwrapped_value(source) -> bool:
+    """ksqlDB's ``WRAP_SINGLE_VALUE=false`` on a JSON source or sink with one value column: its value is
+    that column's value itself (``"a"``), not an object holding it (``{"NAME": "a"}``)."""
+    value_cols = [c for c in source.columns if c.origin == "value"]
+    wrap = str(dict(source.properties).get("wrap_single_value", "true")).strip("'\"").lower()
+    return wrap == "false" and len(value_cols) == 1 and source.value_format == "JSON"
 
 
 def _decode_error(source, parsed: Column) -> Column:

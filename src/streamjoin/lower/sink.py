@@ -1,12 +1,15 @@
 """Encoding a query's result into topic records: key, value (in the sink's format), timestamp, ingestion order."""
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from ..connectors.formats import avro_schema_text, delimiter_of, rows_to_avro
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Sink
+from .decode import unwrapped_value
 
 TO_JSON = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS"}
 RECORD_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
@@ -23,8 +26,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
     key = _key(sink, target.key_format).alias("key")
     if target.value_format == "AVRO":
-        columns = [(node.field(fid).name, df.schema[fid].dataType.simpleString()) for fid in sink.value_fields]
-        schema = avro_schema_text(dict(target.properties), target.name, columns)
+        schema = avro_writer_schema(sink, df)
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_avro(schema, "__row"), RECORD_SCHEMA)
     if target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
@@ -35,6 +37,15 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def avro_writer_schema(sink: Sink, df: DataFrame) -> Optional[str]:
+    """The Avro schema an AVRO sink writes its values with (from the result's columns, or the sink's own
+    ``VALUE_AVRO_SCHEMA``); None for other formats. Readers of the topic decode with it."""
+    if sink.target.value_format != "AVRO":
+        return None
+    columns = [(sink.input.field(fid).name, df.schema[fid].dataType.simpleString()) for fid in sink.value_fields]
+    return avro_schema_text(dict(sink.target.properties), sink.target.name, columns)
 
 
 def _timestamp(sink: Sink, df: DataFrame) -> Column:
@@ -52,9 +63,10 @@ def _timestamp(sink: Sink, df: DataFrame) -> Column:
 
 
 def unwrapped(sink: Sink) -> bool:
-    """A sink whose one value column is named ``_value`` (Lenses' ``expr AS _value``)."""
+    """A sink whose one value column is written as the value itself: named ``_value`` (Lenses' ``expr AS
+    _value``), or a ksqlDB sink ``WITH (WRAP_SINGLE_VALUE=false)``."""
     fields = sink.value_fields
-    return len(fields) == 1 and sink.input.field(fields[0]).name.casefold() == "_value"
+    return len(fields) == 1 and (sink.input.field(fields[0]).name.casefold() == "_value" or unwrapped_value(sink.target))
 
 
 def _key(sink: Sink, key_format: str) -> Column:

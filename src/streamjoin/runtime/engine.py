@@ -26,7 +26,7 @@ from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs
 from ..lower.operator_table import check_supported
-from ..lower.sink import encode
+from ..lower.sink import avro_writer_schema, encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
@@ -56,6 +56,7 @@ class RunningQuery:
     store: object = None  # where its topics live (TopicStore or KafkaTopics)
     dead_letter_topic: str = DEAD_LETTER_TOPIC
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
+    value_schema: str | None = None  # an AVRO sink's writer schema (JSON text)
 
     def rows_written(self) -> int:
         return getattr(self.writer, "rows_written", 0)
@@ -255,7 +256,8 @@ class Engine:
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe)
         records = read_inputs(self.spark, sink, options)
-        result = encode(sink, lower(sink.input, records, ctx))
+        lowered = lower(sink.input, records, ctx)
+        result = encode(sink, lowered)
         if bootstrap:
             write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
         else:
@@ -272,7 +274,7 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, dead_letter_topic, write)
+                            self.store, dead_letter_topic, write, avro_writer_schema(sink, lowered))
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
