@@ -35,7 +35,7 @@ from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction, ViewInfo, display_name
-from .nodes import ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, naming_style, walk
+from .nodes import ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, declared_by, naming_style, walk
 from .intervals import time_attribute
 from .scope import Scope, new_id
 from .settings import REMATCH_RETENTION, interval_ms
@@ -164,8 +164,7 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         replace(f, nullable=f.nullable or nullable_right) for f in right.fields
     )
     key_fields, equivalents = [], []
-    synthetic = join_type == "FULL" and len(pairs) == 1 and all(
-        n.source.dialect == "ksql" for side in (left, right) for n in walk(side) if isinstance(n, Scan))
+    synthetic = join_type == "FULL" and len(pairs) == 1 and declared_by(left, "ksql") and declared_by(right, "ksql")
     for i, (l, r) in enumerate(pairs):
         name = synthetic_key_name(left.fields + right.fields) if synthetic else _key_name(l, r)
         kf = Field("", name, new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)

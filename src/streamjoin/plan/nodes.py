@@ -240,6 +240,12 @@ def naming_style(node: PlanNode) -> str:
     return "flink" if styles == {"flink"} else "ksql"
 
 
+def declared_by(node: PlanNode, dialect: str) -> bool:
+    """Whether every input under ``node`` was declared with ``dialect``'s own DDL ('ksql', 'flink', 'lenses',
+    'sqlstream'): where that system's rules (its refusals, its key names) apply rather than the shared ones."""
+    return all(n.source.dialect == dialect for n in walk(node) if isinstance(n, Scan))
+
+
 def walk(node: PlanNode):
     """Pre-order walk of a plan."""
     yield node

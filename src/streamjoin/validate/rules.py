@@ -15,7 +15,7 @@ from ..plan import expressions as ex
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
-from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, expr_text, naming_style, walk
+from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
 from ..plan.types import spark_type
 from ..sql import ast
 
@@ -69,7 +69,7 @@ def _stream_table(join: Join) -> bool:
 
 def _ksql(join: Join) -> bool:
     """Whether every input of ``join`` was declared with ksqlDB's DDL (its refusals and messages apply)."""
-    return all(n.source.dialect == "ksql" for n in walk(join) if isinstance(n, Scan))
+    return declared_by(join, "ksql")
 
 
 _KSQL_JOIN_TYPES = {"INNER": "[INNER] JOIN", "LEFT": "LEFT [OUTER] JOIN", "RIGHT": "RIGHT [OUTER] JOIN",
