@@ -322,27 +322,34 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
     return pd.concat(found, ignore_index=True)
 
 
+def _positions(candidates, *ords) -> list:
+    """Where records of the given arrival orders are in ``candidates`` (ascending ORD: stored records, then
+    this batch's, in arrival order)."""
+    stored = candidates[ORD].to_numpy(np.int64)
+    return [np.searchsorted(stored, np.asarray(o, dtype=np.int64)) for o in ords]
+
+
+def _pair_payloads(candidates, lpos, rpos, left_payload, right_payload) -> pd.DataFrame:
+    """One row per pair: the left record's columns, then the right record's."""
+    out = pd.DataFrame({c: candidates[c].to_numpy()[lpos] for c in left_payload})
+    for c in right_payload:
+        out[c] = candidates[c].to_numpy()[rpos]
+    return out
+
+
 def _passing(condition, pairs, candidates, left_payload, right_payload) -> np.ndarray:
     """Which pairs pass the condition, evaluated over both records' columns."""
-    ords = candidates[ORD].to_numpy(np.int64)
-    lpos = np.searchsorted(ords, pairs["l_ord"].to_numpy(np.int64))
-    rpos = np.searchsorted(ords, pairs["r_ord"].to_numpy(np.int64))
-    frame = pd.DataFrame({c: candidates[c].to_numpy()[lpos] for c in left_payload})
-    for c in right_payload:
-        frame[c] = candidates[c].to_numpy()[rpos]
-    return condition(frame)
+    lpos, rpos = _positions(candidates, pairs["l_ord"], pairs["r_ord"])
+    return condition(_pair_payloads(candidates, lpos, rpos, left_payload, right_payload))
 
 
 def _pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
     if not len(pairs):
         return pd.DataFrame()
-    ords = candidates[ORD].to_numpy(np.int64)  # ascending: stored records, then this batch's, in arrival order
     l_ord, r_ord = pairs["l_ord"].to_numpy(np.int64), pairs["r_ord"].to_numpy(np.int64)
-    lpos, rpos, tpos = np.searchsorted(ords, l_ord), np.searchsorted(ords, r_ord), np.searchsorted(ords, trigger)
+    lpos, rpos, tpos = _positions(candidates, l_ord, r_ord, trigger)
     later_is_left = l_ord > r_ord
-    out = pd.DataFrame({c: candidates[c].to_numpy()[lpos] for c in left_payload})
-    for c in right_payload:
-        out[c] = candidates[c].to_numpy()[rpos]
+    out = _pair_payloads(candidates, lpos, rpos, left_payload, right_payload)
     for jk, k in zip(key_ids, keys):
         out[jk] = candidates[k].to_numpy()[lpos]
     out[ROWTIME] = np.maximum(pairs["l_t"].to_numpy(np.int64), pairs["r_t"].to_numpy(np.int64))

@@ -14,7 +14,7 @@ from typing import Optional
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
-from .nodes import Join, PlanNode, Ref, base_scan, expr_text
+from .nodes import Join, PlanNode, Ref, base_scan, expr_text, under_chain
 
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -56,7 +56,7 @@ def time_attribute(node: PlanNode) -> Optional[str]:
     further temporal join may follow it."""
     scan = base_scan(node)
     if scan is None:
-        join = _join_under(node)
+        join = under_chain(node, Join)
         return time_attribute(join.left) if join is not None and join.shape in TIME_KEEPING else None
     if not scan.source.watermark_column:
         return None
@@ -65,15 +65,6 @@ def time_attribute(node: PlanNode) -> Optional[str]:
 
 
 TIME_KEEPING = ("temporal", "temporal-function")  # joins whose rows keep the left input's time
-
-
-def _join_under(node: PlanNode) -> Optional[Join]:
-    """The join under a chain of single-input nodes, if any."""
-    while not isinstance(node, Join):
-        if len(node.inputs) != 1:
-            return None
-        node = node.inputs[0]
-    return node
 
 
 def _comparisons(residual: Optional[ast.Expr]):

@@ -224,13 +224,19 @@ class Sink(PlanNode):
         return f"Sink {self.target.kind.lower()} {self.target.name} (topic {self.target.topic}, key {key}, format {self.target.value_format})"
 
 
-def base_scan(node: PlanNode) -> Optional[Scan]:
-    """The scan under a chain of single-input nodes (None when a join or union is in between)."""
-    while not isinstance(node, Scan):
+def under_chain(node: PlanNode, kind: type) -> Optional[PlanNode]:
+    """The first node of ``kind`` at or under ``node`` through a chain of single-input nodes (None when a
+    node with other than one input comes first)."""
+    while not isinstance(node, kind):
         if len(node.inputs) != 1:
             return None
         node = node.inputs[0]
     return node
+
+
+def base_scan(node: PlanNode) -> Optional[Scan]:
+    """The scan under a chain of single-input nodes (None when a join or union is in between)."""
+    return under_chain(node, Scan)
 
 
 def naming_style(node: PlanNode) -> str:
