@@ -107,7 +107,7 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records
     at a time; undecodable records are collected for the dead letters, and stateless drops observed, as the
     engine does (a no-op sink writes neither)."""
-    from streamjoin.lower.lowering import SourceOptions, lower, read_inputs
+    from streamjoin.lower.lowering import SourceOptions, lower, read_inputs, side_topics
     from streamjoin.lower.operator_table import check_supported
     from streamjoin.lower.sink import encode
     from streamjoin.operators.base import LoweringContext
@@ -124,7 +124,7 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
                                                                   root=root, bootstrap=bootstrap),
-                          observe_drops=ObservedDrops("").observe)
+                          observe_drops=ObservedDrops("").observe, side_topics=tuple(side_topics(planned.plan)))
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))
 

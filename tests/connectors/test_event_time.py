@@ -45,3 +45,14 @@ def test_clock(fields, delays, state, rows, clock, after):
     times, state_after = Clock(fields, delays).run(records(rows), state)
     assert times.tolist() == clock
     assert state_after == after
+
+
+def test_side_clocks_are_each_topics_running_maximum_and_continue_from_the_state():
+    """With ``sides``, every record also carries each side topic's own clock (DIALECT §3: a KSQL window
+    store keeps records by its own side's clock); a topic not read yet has none."""
+    rows = [("b", 2, {}), ("a", 5, {}), ("a", 3, {}), ("b", 9, {})]
+    clock, state = Clock({"a": None, "b": None}, sides=("a", "b")).run(records(rows), {"sideTimes": {"b": 4}})
+    assert clock.tolist() == [[2, N, 4], [5, 5, 4], [5, 5, 4], [9, 5, 9]]
+    assert state == {"streamTime": 9, "sideTimes": {"a": 5, "b": 9}}
+    more, state = Clock({"a": None, "b": None}, sides=("a", "b")).run(records([("a", 4, {})]), state)
+    assert more.tolist() == [[9, 5, 9]] and state["sideTimes"] == {"a": 5, "b": 9}

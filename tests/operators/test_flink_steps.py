@@ -45,7 +45,9 @@ def frame(records, clocks, first_seq):
     last = clocks[-1]
     data.append({SIDE: TICK, SEQ: first_seq + len(records) - 1, STREAM_TIME: None if last == NO_TIME else last,
                  ROWTIME: 0, BUCKET: 0})
-    return pd.DataFrame(data)
+    data = pd.DataFrame(data)
+    # as lowering gives an interval join's rows: each side's clock is the query's (the watermark)
+    return data.assign(**{stream_stream.LEFT_CLOCK: data[STREAM_TIME], stream_stream.RIGHT_CLOCK: data[STREAM_TIME]})
 
 
 def run(step, records, clocks, cuts):

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from streamjoin.operators.state import InMemorySegments
-from streamjoin.operators.stream_stream import BUCKET, NULL_KEY, OK, SIDE, TICK, Window, _bucket_processor
+from streamjoin.operators.stream_stream import (
+    BUCKET, LEFT_CLOCK, NULL_KEY, OK, RIGHT_CLOCK, SIDE, TICK, Window, _bucket_processor,
+)
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
 OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
@@ -21,17 +23,26 @@ def step_fn(width=None, **window):
     return _bucket_processor(w, ["__k0"], ["lv"], ["rv"], ["jk"], OUT, width)
 
 
-def rows(*records, clock=None):
-    """records: (side 'L'/'R', key, value, time, seq); stream time is the running max of times,
-    starting at ``clock``; a tick closes the batch at the last stream time."""
-    st = clock if clock is not None else -(2 ** 62)
+NO_CLOCK = -(2 ** 62)
+
+
+def rows(*records, clock=None, history=()):
+    """records: (side 'L'/'R', key, value, time, seq); stream time is the running max of times, and each
+    side's clock the running max of its own records' times, after the records of ``history`` (or all three
+    starting at ``clock``); a tick closes the batch at the last clocks."""
+    start = clock if clock is not None else NO_CLOCK
+    st = max([start] + [r[3] for r in history])
+    lc = max([start] + [r[3] for r in history if r[0] == "L"])
+    rc = max([start] + [r[3] for r in history if r[0] == "R"])
     data = []
     for side, key, value, t, seq in records:
         st = max(st, t)
+        lc, rc = (max(lc, t), rc) if side == "L" else (lc, max(rc, t))
         data.append({SIDE: 0 if side == "L" else 1, "__k0": key, "lv": value if side == "L" else None,
                      "rv": value if side == "R" else None, ROWTIME: t, SEQ: seq, SUB: 0, STREAM_TIME: st,
-                     OK: key is not None, NULL_KEY: key is None, BUCKET: 0})
-    data.append({SIDE: TICK, SEQ: records[-1][4] if records else 0, STREAM_TIME: st, ROWTIME: 0, BUCKET: 0})
+                     LEFT_CLOCK: lc, RIGHT_CLOCK: rc, OK: key is not None, NULL_KEY: key is None, BUCKET: 0})
+    data.append({SIDE: TICK, SEQ: records[-1][4] if records else 0, STREAM_TIME: st, ROWTIME: 0, BUCKET: 0,
+                 LEFT_CLOCK: lc, RIGHT_CLOCK: rc})
     return pd.DataFrame(data)
 
 
@@ -74,6 +85,17 @@ CASES = [
     ("late left record joins nothing and leaves padded",
      dict(grace=5), [[("R", 1, "a", 100, 1), ("R", 2, "z", 200, 2), ("L", 1, "late", 100, 3)]],
      [("late", None, 100)]),
+    ("grace: a record whose window ended before it arrived leaves padded at once, and still joins later",
+     dict(grace=10), [[("R", 2, "x", 115, 1), ("L", 1, "A", 100, 2)], [("R", 1, "a", 105, 3)]],
+     [("A", None, 100), ("A", "a", 105)]),
+    # ksqlDB's "right join with out of order and custom grace period": WITHIN 1 MINUTE GRACE PERIOD 1 MINUTE.
+    # c finds no C (the left clock, 330000, put C out of the left store's reach); D finds d (the right
+    # clock is only 90000)
+    ("late records probe the other side's store, which keeps records by its own side's clock",
+     dict(before=60_000, after=60_000, grace=60_000, outer_left=False, outer_right=True),
+     [[("L", 0, "A", 0, 1), ("R", 0, "a", 60_000, 2), ("L", 1, "B", 330_000, 3), ("L", 2, "C", 90_000, 4),
+       ("R", 2, "c", 90_000, 5), ("R", 3, "d", 60_000, 6), ("L", 3, "D", 90_000, 7)]],
+     [("A", "a", 60_000), (None, "c", 90_000), (None, "d", 60_000), ("D", "d", 90_000)]),
 ]
 
 
@@ -89,25 +111,33 @@ def test_step(name, window, batches, expected, width):
 @pytest.mark.parametrize("name,window,batches,expected", CASES, ids=[c[0] for c in CASES])
 def test_step_is_batch_invariant(name, window, batches, expected, width):
     every = [r for b in batches for r in b]
-    one_by_one, _ = run(step_fn(width, **window), *[rows(r, clock=max((x[3] for x in every[:i]), default=None))
-                                                    for i, r in enumerate(every)])
+    one_by_one, _ = run(step_fn(width, **window), *[rows(r, history=every[:i]) for i, r in enumerate(every)])
     all_at_once, _ = run(step_fn(width, **window), rows(*every))
     assert sorted(one_by_one, key=repr) == sorted(all_at_once, key=repr) == sorted(expected, key=repr)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_expired_records_are_purged_from_state(width):
+def test_expired_records_are_purged_from_state_by_their_own_sides_clock(width):
+    """A side's store keeps its records for retention behind the largest time seen on that side: a far
+    right record leaves the left records in place; a far left one purges them."""
     step = step_fn(width, grace=5)
-    _, state = run(step, rows(*[("L", k, f"v{k}", 100 + k, k) for k in range(1, 6)]))
+    lefts = [("L", k, f"v{k}", 100 + k, k) for k in range(1, 6)]
+    _, state = run(step, rows(*lefts))
     assert len(stored(state)) == 5
-    _, state = run(step, rows(("R", 99, "far", 10_000, 6)), state=state)
-    assert stored(state)[ROWTIME].tolist() == [10_000]
+    far_right = ("R", 99, "far", 10_000, 6)
+    _, state = run(step, rows(far_right, history=lefts), state=state)
+    assert sorted(stored(state)[ROWTIME].tolist()) == [101, 102, 103, 104, 105, 10_000]
+    _, state = run(step, rows(("L", 98, "far", 10_000, 7), history=lefts + [far_right]), state=state)
+    assert stored(state)[ROWTIME].tolist() == [10_000, 10_000]
 
 
-def test_null_keys_and_late_records_are_dropped_and_counted():
+def test_null_keys_and_records_their_store_would_not_keep_are_counted():
+    """A left record 100 ms behind the left side's clock (retention 25 ms) is not kept, so it is counted as
+    late; it still finds the right record its side's store holds, and joins it."""
     step = step_fn(outer_left=False, grace=5)
-    got, (meta, _) = run(step, rows(("L", None, "n", 1, 1), ("R", 1, "a", 100, 2), ("R", 2, "z", 200, 3), ("L", 1, "late", 100, 4)))
-    assert got == []
+    got, (meta, _) = run(step, rows(("L", None, "n", 1, 1), ("R", 1, "a", 100, 2), ("L", 3, "x", 200, 3),
+                                    ("L", 1, "late", 100, 4)))
+    assert got == [("late", "a", 100)]
     assert meta["dropped"] == {"null_key": 1, "late": 1}
 
 

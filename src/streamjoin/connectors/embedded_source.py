@@ -2,7 +2,7 @@
 
 ``spark.readStream.format("streamjoin_topics").option("root", DIR).option("topics", "a,b")`` yields one
 row per record of the named topics: ``topic, partition, offset, timestamp, seq, key, value,
-stream_time, headers`` (``headers`` is null unless the ``headers`` option is true). The offset of the
+stream_time, headers, topic_times`` (``headers`` is null unless the ``headers`` option is true). The offset of the
 source is the store's global sequence, so one micro-batch covers a contiguous slice of the store's
 ingestion order across all its topics.
 
@@ -11,6 +11,8 @@ timestamp), every record also carries ``stream_time``, the query's clock (``conn
 the largest event time read so far in ingestion order or, with the ``watermarks`` option as well (JSON:
 topic -> delay in ms), the Flink watermark. The offset holds the clock's state at the batch's end, so
 the clock continues exactly across batches and restarts. (Without ``eventTime``, ``stream_time`` is null.)
+With ``sideTopics`` as well (JSON list of topics), ``topic_times`` holds each of those topics' own clock
+(its largest event time read so far), in that order; else it is null.
 
 With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
 0..N-1, ``seq`` and ``stream_time`` of the batch's last record, ``timestamp`` = the clock at the batch's
@@ -42,6 +44,7 @@ from .json_decode import decode_plan, decoded_fields, with_decoded
 from .topic_store import HEADERS_TYPE, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
+TOPIC_TIMES_TYPE = pa.list_(pa.int64())
 TICK_TOPIC = "__tick__"
 
 ARROW_SCHEMA = pa.schema(
@@ -55,6 +58,7 @@ ARROW_SCHEMA = pa.schema(
         ("value", pa.binary()),
         ("stream_time", pa.int64()),
         ("headers", HEADERS_TYPE),  # null unless the reader is asked for headers
+        ("topic_times", TOPIC_TIMES_TYPE),  # null unless the reader is asked for ``sideTopics``
     ]
 )
 SOURCE_SCHEMA = from_arrow_schema(ARROW_SCHEMA)
@@ -93,16 +97,13 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.topics = [t for t in options["topics"].split(",") if t]
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
         self.starting = options.get("startingoffsets", "earliest").lower()
-        event_time, watermarks = options.get("eventtime"), options.get("watermarks")
-        self.clock: Optional[Clock] = (
-            Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
-        )
+        self.clock = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
         self.headers = options.get("headers", "false").lower() == "true"
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
         self.decode = decode_plan(options.get("decode"))
-        self.clock_cache = _ClockCache(self.root, self.topics, event_time, watermarks) if self.clock else None
+        self.clock_cache = _ClockCache(self.root, self.topics, self.clock) if self.clock else None
 
     def _store(self) -> TopicStore:
         return TopicStore(self.root)
@@ -137,7 +138,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
 
     @staticmethod
     def _clock_state(offset: dict) -> dict:
-        return {k: v for k, v in offset.items() if k in ("streamTime", "topicTimes")}
+        return clock_state(offset)
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
@@ -188,23 +189,26 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if table is None:
             return
         if self.clock is not None:
-            times = self.clock_cache.get(partition.after_seq, partition.upto_seq, table.num_rows)
-            if times is None:
-                times, _ = self.clock.run(table, partition.clock_state)
-            stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
+            clock = self.clock_cache.get(partition.after_seq, partition.upto_seq, table.num_rows)
+            if clock is None:
+                clock, _ = self.clock.run(table, partition.clock_state)
+            times, stream_time, topic_times = clock_columns(clock)
         else:
-            stream_time = pa.nulls(table.num_rows, pa.int64())
+            stream_time, topic_times = pa.nulls(table.num_rows, pa.int64()), None
         out = pa.table(
             [table.column("topic")]
             + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")]
-            + [stream_time, table.column("headers") if self.headers else pa.nulls(table.num_rows, HEADERS_TYPE)],
+            + [stream_time, table.column("headers") if self.headers else pa.nulls(table.num_rows, HEADERS_TYPE),
+               topic_times if topic_times is not None else pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)],
             schema=ARROW_SCHEMA,
         )
         yield from with_decoded(out, self.decode)
         if self.ticks and self.clock is not None:
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
-            yield from with_decoded(tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start), self.decode)
+            ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start,
+                              topic_times[-1].as_py() if topic_times is not None else None)
+            yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
         if self.clock_cache is not None:
@@ -218,8 +222,9 @@ class _ClockCache:
     a checkpoint clears the directory; a restarted one may find the file of the batch it replays, which
     holds the same values (topics only grow, so a slice of ingestion order never changes)."""
 
-    def __init__(self, root: str, topics: list[str], event_time: str, watermarks: Optional[str]):
-        digest = hashlib.sha1(json.dumps([sorted(topics), event_time, watermarks]).encode()).hexdigest()[:16]
+    def __init__(self, root: str, topics: list[str], clock: Clock):
+        config = [sorted(topics), clock.fields, clock.delays, list(clock.sides)]
+        digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         self.dir = os.path.join(root, ".clock", digest)
 
     def clear(self) -> None:
@@ -240,7 +245,7 @@ class _ClockCache:
             clock = np.load(self._path(after, upto))
         except (OSError, ValueError):
             return None
-        return clock if len(clock) == rows else None
+        return clock if len(clock) == rows else None  # the query's clock, and its sides' (``Clock.run``)
 
     def drop_upto(self, seq: int) -> None:
         for name in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
@@ -259,14 +264,43 @@ def count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
     return counts
 
 
-def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int]) -> pa.Table:
-    """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record."""
+def reader_clock(options: dict) -> Optional[Clock]:
+    """The clock a source reader computes, from its options: ``eventTime`` (topic -> time field),
+    ``watermarks`` (topic -> delay) and ``sideTopics`` (topics whose own clocks records carry)."""
+    event_time = options.get("eventtime")
+    if not event_time:
+        return None
+    watermarks, sides = options.get("watermarks"), options.get("sidetopics")
+    return Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None,
+                 tuple(json.loads(sides)) if sides else ())
+
+
+def clock_state(offset: dict) -> dict:
+    """The part of a source offset the clock continues from."""
+    return {k: v for k, v in offset.items() if k in Clock.STATE_KEYS}
+
+
+def clock_columns(clock: np.ndarray):
+    """``Clock.run``'s output as the query's clock (numpy and Arrow) and, with sides, ``topic_times``."""
+    if clock.ndim == 1:
+        return clock, pa.array(clock, pa.int64(), mask=clock == NO_TIME), None
+    times = clock[:, 0]
+    sides = clock[:, 1:]
+    values = pa.array(sides.reshape(-1), pa.int64(), mask=sides.reshape(-1) == NO_TIME)
+    offsets = pa.array(np.arange(0, sides.size + 1, sides.shape[1], dtype=np.int32))
+    return times, pa.array(times, pa.int64(), mask=times == NO_TIME), pa.ListArray.from_arrays(offsets, values)
+
+
+def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int],
+              topic_times: Optional[list] = None) -> pa.Table:
+    """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record,
+    ``topic_times`` the side topics' clocks at its end."""
     return pa.table(
         [
             pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
             pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
             pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
-            pa.nulls(count, HEADERS_TYPE),
+            pa.nulls(count, HEADERS_TYPE), pa.array([topic_times] * count, TOPIC_TIMES_TYPE),
         ],
         schema=ARROW_SCHEMA,
     )

@@ -7,6 +7,10 @@ whatever the batch cut. It is one of (DIALECT §2):
 - the watermark (Flink inputs with ``WATERMARK FOR``): per input topic, the largest event time read so
   far minus the declared delay; the minimum over the inputs; none until every input has a time.
 Both only move through records, and include the record that carries them.
+
+A KSQL windowed join also needs each input's own clock (DIALECT §3: each side's store keeps records by the
+largest time seen on that side, as Kafka Streams' window stores do): with ``sides`` the clock also gives,
+for every record, the largest event time read so far of each of those topics (``topic_times``).
 """
 from __future__ import annotations
 
@@ -145,12 +149,31 @@ class Clock:
 
     fields: dict
     delays: Optional[dict] = None
+    sides: tuple = ()  # topics whose own running maximum every record also carries
+
+    STATE_KEYS = ("streamTime", "topicTimes", "sideTimes")
 
     def run(self, table: Optional[pa.Table], state: dict) -> "tuple[np.ndarray, dict]":
         """The clock on every record of ``table`` (ingestion order; ``NO_TIME`` while there is none), and the
-        state to continue from (kept in the source offset: ``streamTime``, and ``topicTimes`` for watermarks)."""
+        state to continue from (kept in the source offset: ``streamTime``, ``topicTimes`` for watermarks,
+        ``sideTimes`` for ``sides``). With ``sides``, the clock is a matrix: the query's clock in column 0,
+        then each side topic's own running maximum."""
         if table is None or table.num_rows == 0:
-            return np.array([], dtype=np.int64), state
+            return np.zeros((0, 1 + len(self.sides)) if self.sides else 0, dtype=np.int64), state
+        clock, after, times, rows_of = self._run(table, state)
+        if not self.sides:
+            return clock, after
+        side_times = dict(state.get("sideTimes") or {})
+        columns = [clock]
+        for topic in self.sides:
+            start = side_times.get(topic)
+            mine = rows_of.get(topic, np.zeros(table.num_rows, dtype=bool))
+            running = stream_times(np.where(mine, times, NO_TIME), NO_TIME if start is None else start)
+            columns.append(running)
+            side_times[topic] = _or_none(running[-1])
+        return np.column_stack(columns), {**after, "sideTimes": side_times}
+
+    def _run(self, table: pa.Table, state: dict):
         topics = pc.dictionary_encode(table.column("topic")).combine_chunks()
         codes = topics.indices.to_numpy(zero_copy_only=False)
         rows_of = {topic: codes == code for code, topic in enumerate(topics.dictionary.to_pylist())}
@@ -161,7 +184,7 @@ class Clock:
         if self.delays is None:
             start = state.get("streamTime")
             clock = stream_times(times, NO_TIME if start is None else start)
-            return clock, {"streamTime": _or_none(clock[-1])}
+            return clock, {"streamTime": _or_none(clock[-1])}, times, rows_of
         clock = np.full(table.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
         topic_times = dict(state.get("topicTimes") or {})
         for topic, delay in sorted(self.delays.items()):
@@ -170,7 +193,7 @@ class Clock:
             running = stream_times(np.where(mine, times, NO_TIME), NO_TIME if start is None else start)
             clock = np.minimum(clock, np.where(running == NO_TIME, NO_TIME, running - delay))
             topic_times[topic] = _or_none(running[-1])
-        return clock, {"streamTime": _or_none(clock[-1]), "topicTimes": topic_times}
+        return clock, {"streamTime": _or_none(clock[-1]), "topicTimes": topic_times}, times, rows_of
 
 
 def _or_none(t) -> Optional[int]:

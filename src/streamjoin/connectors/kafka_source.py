@@ -29,7 +29,6 @@ naming it; with ``failOnDataLoss`` = ``false`` the partition is read again from 
 """
 from __future__ import annotations
 
-import json
 from typing import Iterator, Optional
 
 import numpy as np
@@ -39,7 +38,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from .embedded_source import ARROW_SCHEMA, count_null_values, source_schema, tick_rows, topic_column
+from .embedded_source import (
+    ARROW_SCHEMA, TOPIC_TIMES_TYPE, clock_columns, clock_state, count_null_values, reader_clock, source_schema, tick_rows,
+    topic_column,
+)
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, with_decoded
 from .kafka_client import (FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe,
@@ -84,10 +86,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         self.headers = options.get("headers", "false").lower() == "true"  # read each record's headers
         self.ordered = options.get("ordered", "true").lower() == "true"
         self.fail_on_loss = options.get("failondataloss", "true").lower() != "false"
-        event_time, watermarks = options.get("eventtime"), options.get("watermarks")
-        self.clock: Optional[Clock] = (
-            Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None) if event_time else None
-        )
+        self.clock: Optional[Clock] = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
@@ -164,8 +163,8 @@ class KafkaTopicReader(DataSourceStreamReader):
             end["partitions"][_tp_key(tp)] = [offset + 1, running] + ([firsts[tp]] if tp in restarts else [])
         end["count"] = start["count"] + batch.num_rows
         if self.clock is not None:
-            _, clock_state = self.clock.run(batch if batch.num_rows else None, _clock_state(start))
-            end.update(clock_state)
+            _, ended = self.clock.run(batch if batch.num_rows else None, clock_state(start))
+            end.update(ended)
         if self.count_nulls:
             end["nullValues"] = count_null_values(batch, start.get("nullValues") or {})
         return end
@@ -245,15 +244,16 @@ class KafkaTopicReader(DataSourceStreamReader):
                          by_header=self.by_header)
         seq = pa.array(np.arange(state["count"] + 1, state["count"] + 1 + batch.num_rows, dtype=np.int64))
         if self.clock is not None:
-            times, _ = self.clock.run(batch, _clock_state(state))
-            stream_time = pa.array(times, pa.int64(), mask=times == NO_TIME)
+            clock, _ = self.clock.run(batch, clock_state(state))
+            times, stream_time, topic_times = clock_columns(clock)
         else:
-            stream_time = pa.nulls(batch.num_rows, pa.int64())
-        yield from _rows(batch, batch.column("topic"), seq, stream_time, self.decode)
+            stream_time, topic_times = pa.nulls(batch.num_rows, pa.int64()), None
+        yield from _rows(batch, batch.column("topic"), seq, stream_time, self.decode, topic_times)
         if self.ticks and self.clock is not None and batch.num_rows:
             known = times[times != NO_TIME]
             first = int(known[0]) if len(known) else None
-            ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first)
+            ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first,
+                              topic_times[-1].as_py() if topic_times is not None else None)
             yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
@@ -285,10 +285,6 @@ def _share(cap: Optional[int], available: dict) -> dict:
     return counts
 
 
-def _clock_state(offset: dict) -> dict:
-    return {k: v for k, v in offset.items() if k in ("streamTime", "topicTimes")}
-
-
 def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> tuple[pa.Table, dict]:
     """The records of every partition in ingestion order (module docstring), with a ``topic`` and an
     ``order_key`` column, and each partition's running maximum after them."""
@@ -315,14 +311,16 @@ def merge(fetched: dict, keys: dict, topic_index: dict, *, by_header: bool) -> t
     return table.drop_columns(["topic_index"]), new_keys
 
 
-def _rows(table: pa.Table, topic, seq, stream_time, decode) -> Iterator[pa.RecordBatch]:
+def _rows(table: pa.Table, topic, seq, stream_time, decode, topic_times=None) -> Iterator[pa.RecordBatch]:
     if not table.num_rows:
         return
     if isinstance(topic, str):
         topic = topic_column(topic, table.num_rows)
+    if topic_times is None:
+        topic_times = pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
-        + [table.column("key"), table.column("value"), stream_time, table.column("headers")],
+        + [table.column("key"), table.column("value"), stream_time, table.column("headers"), topic_times],
         schema=ARROW_SCHEMA,
     )
     yield from with_decoded(out, decode)

@@ -36,7 +36,7 @@ from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_js
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Scan
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Scan
 from .expressions import compile_expr
 
 
@@ -201,6 +201,8 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
     selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB),
                  F.col("stream_time").alias(STREAM_TIME)]
+    if "topic_times" in df.columns:  # read for a KSQL windowed join (``lower.lowering.side_topics``)
+        selected.append(F.col("topic_times").alias(TOPIC_TIMES))
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
     return df.select(*selected, *RAW, ERROR)

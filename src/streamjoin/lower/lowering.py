@@ -19,13 +19,13 @@ from ..errors import NotYetSupported
 from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import operator_for
 
-META = (ROWTIME, SEQ, SUB, STREAM_TIME)
+META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
 
 
@@ -67,9 +67,22 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
         delays = watermark_delays(plan)
         if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
             reader = reader.option("watermarks", json.dumps(delays))
+    sides = side_topics(plan)
+    if sides:  # each input's own clock on every record (DIALECT §3: a KSQL window store's retention)
+        reader = reader.option("sideTopics", json.dumps(sides))
     records = reader.load()
+    if not sides:
+        records = records.drop("topic_times")
     reads = len(scans) + any(map(_reads_stream_time, joins))  # each scan, and the tick rows
     return read_once(records) if reads > 1 else records
+
+
+def side_topics(plan: PlanNode) -> list[str]:
+    """The topics whose own clocks a query's records carry (``_topic_times``, in this order): those of a query
+    with a KSQL/Lenses windowed stream-stream join, whose stores keep records by each side's clock."""
+    if not any(isinstance(n, Join) and n.operator == "stream_stream" for n in walk(plan)):
+        return []
+    return sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path})
 
 
 def read_once(records: DataFrame) -> DataFrame:

@@ -31,6 +31,8 @@ class LoweringContext:
     dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
     # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_drops)
     observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
+    # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
+    side_topics: tuple = ()
 
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...

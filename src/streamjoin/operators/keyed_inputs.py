@@ -18,7 +18,7 @@ from pyspark.sql.types import DataType, IntegralType
 
 from ..connectors.embedded_source import TICK_TOPIC
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, JoinSide, PlanNode, Ref
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, TOPIC_TIMES, JoinSide, PlanNode, Ref
 from ..sql import ast
 from .base import LoweringContext
 from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
@@ -51,6 +51,8 @@ def tag_side(df: DataFrame, side: int, join_side: JoinSide, keys: Sequence[str],
                          *[compile_expr(e).alias(k) for k, e in zip(keys, key_exprs)])
     if TOMBSTONE in df.columns:
         prepared = prepared.drop(TOMBSTONE)
+    if TOPIC_TIMES in df.columns:  # read into a windowed join's side clocks before this, if at all
+        prepared = prepared.drop(TOPIC_TIMES)
     not_null = F.lit(True)
     for i, k in enumerate(keys):
         if not (i < len(join_side.null_safe) and join_side.null_safe[i]):
@@ -58,13 +60,14 @@ def tag_side(df: DataFrame, side: int, join_side: JoinSide, keys: Sequence[str],
     return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
 
 
-def tick_rows(ctx: LoweringContext) -> DataFrame:
+def tick_rows(ctx: LoweringContext, topic_times: bool = False) -> DataFrame:
     """The batch's tick rows (one per bucket, carrying the batch-end clock and, as their rowtime, the clock
     at the batch's first record), tagged ``TICK``; see
     ``connectors.embedded_source``. Time-driven operators union them with their bucketed inputs."""
+    side_clocks = [F.col("topic_times").alias(TOPIC_TIMES)] if topic_times and "topic_times" in ctx.records.columns else []
     return ctx.records.where(F.col("topic") == TICK_TOPIC).select(
         F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
-        F.col("stream_time").alias(STREAM_TIME), F.col("timestamp").alias(ROWTIME),
+        F.col("stream_time").alias(STREAM_TIME), F.col("timestamp").alias(ROWTIME), *side_clocks,
     )
 
 

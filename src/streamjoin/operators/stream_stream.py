@@ -1,33 +1,38 @@
 """Windowed stream-stream join (KSQL / Lenses ``WITHIN``), record-at-a-time in ingestion order.
 
-Semantics (DIALECT §3, current ksqlDB). A pair (l, r) of one key matches when
-``l.t - before <= r.t <= l.t + after``; it is emitted when the later of the two arrives (ingestion
-order; in a self-join the left copy of a record counts as arriving first), at time ``max(l.t, r.t)``,
-after that record's earlier matches ordered by their time. A record with a null key is dropped.
-- Without GRACE PERIOD (grace 24 h): a record of a preserved side (left in LEFT/FULL, right in
-  RIGHT/FULL) that matches nothing on arrival is emitted null-padded at once ("eager").
-- With GRACE PERIOD g: such a record is emitted null-padded only if it has not matched when stream time
-  passes its window close (``t + after + g`` for a left record, ``t + before + g`` for a right one).
-- A record whose window already closed when it arrives (``close < stream time``) joins nothing: it is
-  emitted null-padded at once on a preserved side, otherwise dropped.
+Semantics (DIALECT §3: current ksqlDB on current Kafka Streams, ``KStreamKStreamJoin`` and its window
+stores). A pair (l, r) of one key matches when ``l.t - before <= r.t <= l.t + after``; it is emitted when the
+later of the two arrives (ingestion order; in a self-join the left copy of a record counts as arriving
+first), at time ``max(l.t, r.t)``, after that record's earlier matches ordered by their time. A record with
+a null key is dropped.
+- Each side's store keeps its records for ``retention`` = before + after + grace behind that side's own
+  clock, the largest event time read on that side (``connectors.event_time``'s side clocks); a record
+  already that far behind its side's clock is not kept (counted as late). Every record, late or not,
+  probes the records the other side's store keeps when it arrives.
+- Without GRACE PERIOD (grace is then 24 h less twice ``before``, as ksqlDB's ``JoinWindows.of``): a record
+  of a preserved side (left in LEFT/FULL, right in RIGHT/FULL) that matches nothing on arrival is emitted
+  null-padded at once ("eager").
+- With GRACE PERIOD g: such a record is emitted null-padded at once if its window had already ended when it
+  arrived (``t + after < stream time`` for a left record, ``t + before`` for a right one); else only if it
+  has not matched when stream time passes its close (window end + g).
 
 Algorithm: rows are grouped by a hash bucket of the join key (``operators.state``); in each
 bucket a micro-batch is joined vectorised with pandas: new left rows against the stored and new right
 rows of the segments it reads, new right rows against stored left rows, then windows, arrival order, padding and close
-times are evaluated on the whole batch at once. Stream time comes from the source on every record, so
-results do not depend on batch cuts.
+times are evaluated on the whole batch at once. Stream time and both sides' clocks come from the source on
+every record, so results do not depend on batch cuts.
 
 State (per bucket, segmented: ``operators.state.run_segmented``): every stored record of both sides with
 its key, time, ingestion order, payload and, with a grace period, whether it still awaits its close, in
 segments of its time (``segment_width``: a quarter of the window, at least a minute); and, in the bucket's
-small meta value, the counts of records dropped for a null key or for arriving after their window closed,
-the number of stored rows (``runtime.metrics``) and a summary of each segment. A batch reads only the
-segments its records can match or be stored in and those with a pending record now due; so its cost follows
-the batch and the window, not the retention. Purge: a record older than ``stream time - (before + after +
-grace)`` can no longer match a record that is not late; it is dropped from the segments a batch reads, and a
-segment all of whose records are that old is removed unread. Every micro-batch also brings one tick row per
-bucket with the batch-end stream time (``connectors.embedded_source``), so a bucket that receives no record
-still emits the null-padded rows whose window closed, and purges. (Spark's event-time timeouts are not used:
+small meta value, the counts of records dropped for a null key or as late, the number of stored rows
+(``runtime.metrics``) and a summary of each segment. A batch reads only the segments its records can match or
+be stored in and those with a pending record now due; so its cost follows the batch and the window, not the
+retention. Purge: a record ``retention`` behind its side's clock (Flink: whose close the watermark passed)
+can no longer be found; it is dropped from the segments a batch reads, and a segment all of whose records
+are that old is removed unread. Every micro-batch also brings one tick row per bucket with the batch-end
+clocks (``connectors.embedded_source``), so a bucket that receives no record still emits the null-padded
+rows whose window closed, and purges. (Spark's event-time timeouts are not used:
 they drop input rows at or below the watermark, which would lose records that do not advance stream time.)
 """
 from __future__ import annotations
@@ -37,10 +42,12 @@ from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan
 from .base import LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_only_clock, tick_rows,
@@ -49,7 +56,14 @@ from .state import run_segmented
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
+
+def default_grace(before_ms: int) -> int:
+    """The grace of a window without GRACE PERIOD: what keeps its retention at 24 h (Kafka Streams'
+    ``JoinWindows.of``, which ksqlDB uses then)."""
+    return max(DEFAULT_GRACE_MS - 2 * before_ms, 0)
+
 ORD = "__ord"  # arrival order in a bucket
+LEFT_CLOCK, RIGHT_CLOCK = "__left_clock", "__right_clock"  # each side's own clock on every row (_side_clocks)
 NEVER = np.iinfo(np.int64).max
 LEFT, RIGHT = 0, 1  # within one record: left copy, right copy (then the batch's ticks, TICK)
 
@@ -79,7 +93,7 @@ class StreamStreamJoin:
         within = join.within
         window = Window(
             before=within.before_ms, after=within.after_ms,
-            grace=DEFAULT_GRACE_MS if within.grace_ms is None else within.grace_ms,
+            grace=default_grace(within.before_ms) if within.grace_ms is None else within.grace_ms,
             eager=within.grace_ms is None,
             outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
         )
@@ -90,10 +104,12 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     """Both inputs tagged and bucketed by join key, with the batch's tick rows, through the bucket step."""
     keys = key_names(len(join.key))
     left_payload, right_payload = payload(left), payload(right)
-    data = tag_side(left, LEFT, join.left_side, keys).unionByName(
-        tag_side(right, RIGHT, join.right_side, keys), allowMissingColumns=True)
+    clocks = _side_clocks(join, left, right, ctx, window)
+    data = tag_side(left.withColumns(clocks), LEFT, join.left_side, keys).unionByName(
+        tag_side(right.withColumns(clocks), RIGHT, join.right_side, keys), allowMissingColumns=True)
     data = bucketed(data, keys, ctx.time_buckets)  # a record with a null join key is dropped and counted
-    both = data.unionByName(tick_rows(ctx), allowMissingColumns=True)
+    ticks = tick_rows(ctx, topic_times=True)
+    both = data.unionByName(ticks.withColumns(clocks).drop(TOPIC_TIMES), allowMissingColumns=True)
 
     types = {f.name: f.dataType for f in both.schema.fields}
     out_fields = [StructField(c, types[c]) for c in left_payload + right_payload]
@@ -104,6 +120,20 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     return run_segmented(both, BUCKET, process, schema, idle=_idle(window))
 
 
+def _side_clocks(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext, w: Window) -> dict:
+    """Each side's own clock on every row (``LEFT_CLOCK``, ``RIGHT_CLOCK``): the largest event time read so
+    far of the topic under that side, carried by the source (``connectors.event_time``, ``sideTopics``).
+    A Flink join runs by its watermark, and a side that is not a single topic (an earlier join's output)
+    has no clock of its own: there both are the query's clock."""
+    topics = [getattr(base_scan(side), "source", None) for side in (join.left, join.right)]
+    topics = [t.topic if t is not None else None for t in topics]
+    if (w.watermark or TOPIC_TIMES not in left.columns or TOPIC_TIMES not in right.columns
+            or not all(t in ctx.side_topics for t in topics)):
+        return {LEFT_CLOCK: F.col(STREAM_TIME), RIGHT_CLOCK: F.col(STREAM_TIME)}
+    return {name: F.element_at(F.col(TOPIC_TIMES), ctx.side_topics.index(t) + 1)
+            for name, t in zip((LEFT_CLOCK, RIGHT_CLOCK), topics)}
+
+
 def _idle(w: Window):
     """Whether a bucket's batch changes nothing: it brings only the clock, no stored record is due at it,
     and no segment expires at it."""
@@ -111,10 +141,33 @@ def _idle(w: Window):
         now = tick_only_clock(rows)
         if now is None:
             return False
+        clocks = Clocks(now, *(_max_clock(rows.column(c)) for c in (LEFT_CLOCK, RIGHT_CLOCK)))
         index = meta["segments"]
-        return not _due(index, now) and not any(_expired(w, summary, now) for summary in index.values())
+        return not _due(index, now) and not any(_expired(w, summary, clocks) for summary in index.values())
 
     return idle
+
+
+def _max_clock(column) -> int:
+    clock = pc.max(column).as_py()
+    return NO_TIME if clock is None else int(clock)
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """A bucket's clocks at the end of a batch: the query's (stream time or watermark) and each side's own."""
+
+    now: int
+    left: int
+    right: int
+
+    @staticmethod
+    def of(rows: pd.DataFrame) -> "Clocks":
+        def latest(column):
+            values = clock_values(rows[column])
+            return int(values.max()) if len(values) else NO_TIME
+
+        return Clocks(latest(STREAM_TIME), latest(LEFT_CLOCK), latest(RIGHT_CLOCK))
 
 
 def segment_width(w: Window) -> int:
@@ -144,13 +197,12 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         rows = rows[~null_key]
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable", na_position="last").reset_index(drop=True)
         rows[ORD] = meta["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
-        clock = clock_values(rows[STREAM_TIME])
-        now = int(clock.max()) if len(clock) else NO_TIME
+        clocks = Clocks.of(rows)
 
-        loaded = sorted((_probed(w, width, rows) | _due(index, now)) & index.keys())
+        loaded = sorted((_probed(w, width, rows) | _due(index, clocks.now)) & index.keys())
         data_rows = int((rows[SIDE] != TICK).sum())
         if not loaded and not data_rows:  # only the clock moved, and nothing is due: just purge
-            _purge(w, meta, segments, now, set())
+            _purge(w, meta, segments, clocks, set())
             return pd.DataFrame(columns=out_names), meta
         # by position: column ids come from a counter shared by everything the process planned (issue #29),
         # so the same query planned again in one process names its columns otherwise
@@ -175,17 +227,17 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
             if index.get(i) != summary:
                 segments.put(i, frame)
                 index[i] = summary
-        _purge(w, meta, segments, now, set(loaded) | written.keys())
+        _purge(w, meta, segments, clocks, set(loaded) | written.keys())
         return out, meta
 
     return process
 
 
-def _purge(w: Window, meta: dict, segments, now: int, kept: set) -> None:
-    """Remove, unread, every segment besides ``kept`` whose records have all expired at ``now``; count the
+def _purge(w: Window, meta: dict, segments, clocks: Clocks, kept: set) -> None:
+    """Remove, unread, every segment besides ``kept`` whose records have all expired at ``clocks``; count the
     rows left."""
     index = meta["segments"]
-    for i in [i for i in index.keys() - kept if _expired(w, index[i], now)]:
+    for i in [i for i in index.keys() - kept if _expired(w, index[i], clocks)]:
         segments.remove(i)
         del index[i]
     meta["rows"] = sum(entry[0] for entry in index.values())
@@ -215,21 +267,34 @@ def _due(index: dict, now: int) -> set:
 
 
 def _summary(frame: pd.DataFrame) -> tuple:
-    """(rows, pending rows, earliest pending close, latest time, latest close, last arrival) of one segment:
-    any change to a segment (rows added, purged, or no longer pending) changes its summary."""
+    """(rows, pending rows, earliest pending close, latest time, latest close, last arrival, latest left time,
+    latest right time) of one segment: any change to a segment (rows added, purged, or no longer pending)
+    changes its summary."""
     pending = frame["__pending"].to_numpy(dtype=bool)
     close = frame["__close"].to_numpy(np.int64)
+    times, sides = frame[ROWTIME].to_numpy(np.int64), frame[SIDE].to_numpy()
+    latest = [int(times[sides == s].max()) if (sides == s).any() else NO_TIME for s in (LEFT, RIGHT)]
     return (len(frame), int(pending.sum()), int(close[pending].min()) if pending.any() else NEVER,
-            int(frame[ROWTIME].to_numpy(np.int64).max()), int(close.max()), int(frame[ORD].to_numpy(np.int64).max()))
+            int(times.max()), int(close.max()), int(frame[ORD].to_numpy(np.int64).max()), *latest)
 
 
-def _expired(w: Window, summary: tuple, now: int) -> bool:
+def _expired(w: Window, summary: tuple, clocks: Clocks) -> bool:
     """Whether no record of a segment can match or be emitted any more (the rule ``_process_batch`` applies to
     each record it reads)."""
-    _, pending, _, latest_time, latest_close, _ = summary
-    if pending or now == NO_TIME:
+    _, pending, _, latest_time, latest_close, _, *by_side = summary
+    if pending or clocks.now == NO_TIME:
         return False
-    return latest_close < now if w.watermark else latest_time < now - w.retention
+    if w.watermark:
+        return latest_close < clocks.now
+    latest_left, latest_right = by_side or (latest_time, latest_time)  # a summary written before sides were kept
+    return (latest_left == NO_TIME or not _visible(w, latest_left, clocks.left)) and \
+        (latest_right == NO_TIME or not _visible(w, latest_right, clocks.right))
+
+
+def _visible(w: Window, t, side_clock):
+    """Whether a stored record at ``t`` can still be found when its side's clock is ``side_clock``: its store
+    keeps records for ``retention`` behind that clock (Kafka Streams' window store)."""
+    return np.asarray(t, dtype=np.int64) + w.retention > np.asarray(side_clock, dtype=np.int64)
 
 
 def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, key_ids, out_names):
@@ -239,15 +304,20 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     data = rows[rows[SIDE] != TICK].copy()
     side = data[SIDE].to_numpy()
     t = data[ROWTIME].to_numpy(dtype=np.int64)
+    arrival_st = clock_values(data[STREAM_TIME])
     close = t + w.span(side) + w.grace
-    late = close < clock_values(data[STREAM_TIME])
     outer = np.where(side == LEFT, w.outer_left, w.outer_right)
     data["__close"] = close
     data["__pending"] = False
-    # KSQL: a late record joins nothing. Flink: it still joins the other side's live records, and is not kept.
-    fresh = data if w.watermark else data[~late]
-    candidates = _append(store, fresh)
-    pairs = _pairs(w, fresh, candidates, store, keys)
+    if w.watermark:  # Flink: a record behind the watermark still joins the other side's live records; not kept
+        late = close < arrival_st
+        kept = ~late
+    else:  # KSQL: every record probes; its own side's store keeps it only within retention of that side's clock
+        own_clock = np.where(side == LEFT, clock_values(data[LEFT_CLOCK]), clock_values(data[RIGHT_CLOCK]))
+        kept = _visible(w, t, own_clock)
+        late = t + w.span(side) < arrival_st  # its window has ended: unmatched, it is padded at once
+    candidates = _append(store, data)
+    pairs = _pairs(w, data, candidates, store, keys, _clock_lookup(rows))
     if w.condition is not None and len(pairs):  # Flink: a pair failing ON's further condition is no match
         pairs = pairs[_passing(w.condition, pairs, candidates, left_payload, right_payload)].reset_index(drop=True)
 
@@ -256,35 +326,46 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
     first_match = pd.concat([
         pd.Series(trigger, index=pairs["l_ord"].to_numpy()), pd.Series(trigger, index=pairs["r_ord"].to_numpy())
     ]).groupby(level=0).min() if len(pairs) else pd.Series(dtype=np.int64)
-    arrival_matched = fresh[ORD].map(first_match).eq(fresh[ORD]).to_numpy() if len(fresh) else np.array([], bool)
+    arrival_matched = data[ORD].map(first_match).eq(data[ORD]).to_numpy() if len(data) else np.array([], bool)
 
     out = [_pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids)]
-    # records that were late on arrival (and, in Flink, matched nothing): null-padded at once on a preserved side
-    never_joined = late & ~arrival_matched if w.watermark else late
-    late_outer = data[never_joined & outer]
-    out.append(_padded(late_outer, late_outer[SEQ], 0, keys, left_payload, right_payload, key_ids))
-    if w.watermark:  # late records are not kept
-        fresh, arrival_matched = data[~late], arrival_matched[~late]
-    fresh_outer = np.where(fresh[SIDE].to_numpy() == LEFT, w.outer_left, w.outer_right) if len(fresh) else np.array([], bool)
-    unmatched = fresh[fresh_outer & ~arrival_matched]
-    if w.eager:
-        out.append(_padded(unmatched, unmatched[SEQ], 0, keys, left_payload, right_payload, key_ids))
-        new_store = _append(store, fresh)
-    else:
-        fresh = fresh.copy()
-        fresh.loc[fresh_outer & ~arrival_matched, "__pending"] = True
-        new_store = _append(store, fresh)
+    unmatched = outer & ~arrival_matched
+    at_once = unmatched & (late | w.eager)  # null-padded on arrival
+    padded = data[at_once]
+    out.append(_padded(padded, padded[SEQ], 0, keys, left_payload, right_payload, key_ids))
+    pending = unmatched & ~at_once  # with a grace period: padded when stream time passes its close, if unmatched
+    data.loc[pending, "__pending"] = True
+    new_store = _append(store, data[kept | pending])
+    if not w.eager:
         emitted, new_store = _emit_closed(new_store, first_match, row_ords, row_seqs, st)
         out.append(emitted_rows(emitted, keys, left_payload, right_payload, key_ids))
     if len(st) and len(new_store):
-        pending = new_store["__pending"].to_numpy(dtype=bool)
+        waiting = new_store["__pending"].to_numpy(dtype=bool)
         if w.watermark:  # no record read from now on can match a record whose close the clock passed
             keep = new_store["__close"].to_numpy(dtype=np.int64) >= int(st.max())
         else:
-            keep = new_store[ROWTIME].to_numpy(dtype=np.int64) >= int(st.max()) - w.retention
-        new_store = new_store[keep | pending].reset_index(drop=True)
+            clocks = Clocks.of(rows)
+            stored_side = new_store[SIDE].to_numpy()
+            keep = _visible(w, new_store[ROWTIME].to_numpy(dtype=np.int64),
+                            np.where(stored_side == LEFT, clocks.left, clocks.right))
+        new_store = new_store[keep | waiting].reset_index(drop=True)
     result = pd.concat([o for o in out if len(o)], ignore_index=True) if any(len(o) for o in out) else pd.DataFrame(columns=out_names)
-    return result.reindex(columns=out_names), new_store, int((never_joined & ~outer).sum())
+    # dropped as late: Flink, a record behind the watermark that joined nothing on a side not preserved;
+    # KSQL, a record its store would not keep (it may still have joined on arrival)
+    dropped = (late & ~arrival_matched & ~outer) if w.watermark else (~kept & ~pending)
+    return result.reindex(columns=out_names), new_store, int(dropped.sum())
+
+
+def _clock_lookup(rows: pd.DataFrame):
+    """(arrival orders) -> (left clock, right clock) at those rows of the batch."""
+    first = int(rows[ORD].iloc[0]) if len(rows) else 0
+    left, right = clock_values(rows[LEFT_CLOCK]), clock_values(rows[RIGHT_CLOCK])
+
+    def at(ords):
+        i = np.asarray(ords, dtype=np.int64) - first
+        return left[i], right[i]
+
+    return at
 
 
 def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
@@ -296,8 +377,10 @@ def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([store, fresh[store.columns]], ignore_index=True)
 
 
-def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
-    """Every matching (left, right) pair with at least one new record, as ORD pairs."""
+def _pairs(w: Window, fresh, candidates, store, keys, clocks_at) -> pd.DataFrame:
+    """Every matching (left, right) pair with at least one new record, as ORD pairs. The later of the two
+    finds the earlier only while the earlier's store keeps it (KSQL: ``_visible`` by its side's clock when
+    the later arrives; Flink: until the clock passes its close)."""
     cols = keys + [ORD, ROWTIME, "__close", STREAM_TIME]
     new_left = fresh[(fresh[SIDE] == LEFT) & fresh[OK]][cols]
     new_right = fresh[(fresh[SIDE] == RIGHT) & fresh[OK]][cols]
@@ -310,10 +393,13 @@ def _pairs(w: Window, fresh, candidates, store, keys) -> pd.DataFrame:
                  else lefts.merge(rights, how="cross", suffixes=("_l", "_r")))  # no equality: every pair
             lt, rt = m[f"{ROWTIME}_l"].to_numpy(np.int64), m[f"{ROWTIME}_r"].to_numpy(np.int64)
             keep = (rt >= lt - w.before) & (rt <= lt + w.after)
+            later_left = m[f"{ORD}_l"].to_numpy() > m[f"{ORD}_r"].to_numpy()
             if w.watermark:  # the earlier record must still be live when the later one arrives
-                later_left = m[f"{ORD}_l"].to_numpy() > m[f"{ORD}_r"].to_numpy()
                 close = np.where(later_left, m["__close_r"], m["__close_l"]).astype(np.int64)
                 keep &= close >= clock_values(np.where(later_left, m[f"{STREAM_TIME}_l"], m[f"{STREAM_TIME}_r"]))
+            elif len(m):  # the earlier record must still be in its store when the later one arrives
+                left_clock, right_clock = clocks_at(np.maximum(m[f"{ORD}_l"].to_numpy(), m[f"{ORD}_r"].to_numpy()))
+                keep &= _visible(w, np.where(later_left, rt, lt), np.where(later_left, right_clock, left_clock))
             m = m[keep]
             found.append(pd.DataFrame({"l_ord": m[f"{ORD}_l"].to_numpy(), "r_ord": m[f"{ORD}_r"].to_numpy(),
                                        "l_t": m[f"{ROWTIME}_l"].to_numpy(), "r_t": m[f"{ROWTIME}_r"].to_numpy()}))

@@ -24,7 +24,7 @@ from ..connectors.kafka_sink import kafka_writer
 from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
 from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
-from ..lower.lowering import SourceOptions, lower, read_inputs
+from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
 from ..lower.operator_table import check_supported
 from ..lower.sink import avro_writer_schema, encode
 from ..operators.base import LoweringContext
@@ -254,7 +254,8 @@ class Engine:
 
         drops = ObservedDrops(checkpoint)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe)
+                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
+                              side_topics=tuple(side_topics(sink)))
         records = read_inputs(self.spark, sink, options)
         lowered = lower(sink.input, records, ctx)
         result = encode(sink, lowered)

@@ -3,9 +3,10 @@ survive restarts.
 
 - ``null_value``: input records with a null value (ignored by streams), counted by the source in its
   offsets;
-- ``null_key`` / ``late`` / ``no_time``: records a join dropped for a null join key, for arriving after
-  their window closed (or, in Flink joins, behind the watermark) on a side that is not preserved, or for
-  having no event time, counted in the operator's state (a stateless step's in ``runtime.observed_drops``);
+- ``null_key`` / ``late`` / ``no_time``: records a join dropped for a null join key, as late (a KSQL
+  windowed join: a record its side's store did not keep, being a whole retention behind that side's clock;
+  Flink: a record behind the watermark that joined nothing on a side that is not preserved), or for having
+  no event time, counted in the operator's state (a stateless step's in ``runtime.observed_drops``);
 - ``state_rows``: records held in join state.
 """
 from __future__ import annotations
