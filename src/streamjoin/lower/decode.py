@@ -36,7 +36,7 @@ from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_js
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Scan
+from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Scan
 from .expressions import compile_expr
 
 
@@ -175,7 +175,7 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
         tombstone = F.col("value").isNull()
     if source.kind == "STREAM":
         df = df.where(~tombstone)
-    by_name = {f.name: f.id for f in scan.fields}
+    by_name = {f.name: f.id for f in scan.fields if not f.hidden}
     selected: list[Column] = []
     key_cols = [c for c in source.columns if c.origin == "key"]
     for col in source.columns:
@@ -199,6 +199,7 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
         col = source.column(source.timestamp_column)
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
+    selected += [rowtime.alias(f.id) for f in _own_rowtimes(scan)]
     selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB),
                  F.col("stream_time").alias(STREAM_TIME)]
     if "topic_times" in df.columns:  # read for a KSQL windowed join (``lower.lowering.side_topics``)
@@ -206,6 +207,11 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
     return df.select(*selected, *RAW, ERROR)
+
+
+def _own_rowtimes(scan: Scan) -> list:
+    """The scan's hidden copies of its record time (``plan.nodes.OWN_ROWTIME``): a join reads them."""
+    return [f for f in scan.fields if f.hidden and f.name == OWN_ROWTIME]
 
 
 def record_field(name: str, type_: str) -> Column:
@@ -249,7 +255,7 @@ def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
         df = spark.read.schema(", ".join(f"`{c.name}` {c.type}" for c in stored)).csv(source.bounded_path)
     else:
         raise NotYetSupported(f"a file source in format {source.value_format}", issue=7)
-    by_name = {f.name: f.id for f in scan.fields}
+    by_name = {f.name: f.id for f in scan.fields if not f.hidden}
     selected = [
         (compile_expr(c.computed) if c.computed is not None
          else F.lit(None).cast(c.type) if c.origin == "metadata"  # a file's lines have no headers or offsets
@@ -260,5 +266,6 @@ def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
     if source.timestamp_column:
         ts = F.col(f"`{source.timestamp_column}`")
         rowtime = F.unix_millis(ts) if source.column(source.timestamp_column).type.startswith("timestamp") else ts.cast("bigint")
-    return df.select(*selected, rowtime.alias(ROWTIME), F.monotonically_increasing_id().alias(SEQ),
+    return df.select(*selected, *[rowtime.alias(f.id) for f in _own_rowtimes(scan)], rowtime.alias(ROWTIME),
+                     F.monotonically_increasing_id().alias(SEQ),
                      F.lit(0).cast("bigint").alias(SUB), F.lit(None).cast("bigint").alias(STREAM_TIME))

@@ -18,7 +18,7 @@ from pyspark.sql.types import DataType, IntegralType
 
 from ..connectors.embedded_source import TICK_TOPIC
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, TOPIC_TIMES, JoinSide, PlanNode, Ref
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, TOPIC_TIMES, Join, JoinSide, PlanNode, Ref, under_chain
 from ..sql import ast
 from .base import LoweringContext
 from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
@@ -83,6 +83,11 @@ def tick_only_clock(rows) -> Optional[int]:
 
 
 def canonical_key(e: ast.Expr, node: PlanNode) -> ast.Expr:
+    """``e`` read from ``node``'s key column when ``node`` knows them equal. Not under a FULL join's key: that
+    equals neither side's ON column on the rows it pads (ksqlDB: a later join on ``L.ID`` drops them)."""
+    full = under_chain(node, Join)
+    if full is not None and full.join_type == "FULL" and full.key == node.key:
+        return e
     if isinstance(e, Ref):
         for i, k in enumerate(node.key):
             if i < len(node.key_equivalents) and e.id in node.key_equivalents[i]:

@@ -15,9 +15,19 @@ from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .joins import bind_join
 from .nodes import (
-    Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
+    OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
+
+
+def _qualified_rowtimes(select: ast.Select) -> frozenset:
+    """The inputs of a join whose ``alias.ROWTIME`` the query reads (casefolded aliases): each is its own
+    record's time (ksqlDB), where an unqualified ROWTIME is the result row's."""
+    if not isinstance(select.from_, ast.Join):
+        return frozenset()
+    exprs = [item.expr for item in select.items] + [select.where, select.having, *select.group_by, *select.partition_by]
+    return frozenset(n.qualifier.text.casefold() for e in exprs if e is not None for n in ex.walk(e)
+                     if isinstance(n, ast.Column) and n.qualifier is not None and n.name.text.casefold() in ROWTIME_NAMES)
 
 
 class Binder:
@@ -30,7 +40,11 @@ class Binder:
         """Plan a SELECT; returns the plan (ending in a Project) and the naming style of the query."""
         windows = {name.text.casefold(): spec for name, spec in select.windows}
         select = pull_where_into_comma_joins(select)
-        scope = self.bind_from(select.from_, windows)
+        outer_rowtimes, self._own_rowtimes = getattr(self, "_own_rowtimes", frozenset()), _qualified_rowtimes(select)
+        try:
+            scope = self.bind_from(select.from_, windows)
+        finally:
+            self._own_rowtimes = outer_rowtimes
         node = scope.node
         style = style or naming_style(node)
         if select.where is not None:
@@ -131,7 +145,12 @@ class Binder:
                 node = _with_scan_options(node, window, rel.system_time)
             return node
         if isinstance(target, SourceInfo):
-            return self.scan(target, alias, window, rel.system_time)
+            scan = self.scan(target, alias, window, rel.system_time)
+            if alias.casefold() in self._own_rowtimes and target.dialect in ("ksql", ""):
+                # ``alias.ROWTIME`` in a ksqlDB join: the record's own time (of a query's sink too)
+                scan = replace(scan, fields=scan.fields + (
+                    Field(alias, OWN_ROWTIME, new_id(f"{alias}_rowtime"), "bigint", hidden=True),))
+            return scan
         if isinstance(target, TemporalFunction):
             raise StatementError(f"{target.name} is a temporal table function: use LATERAL TABLE ({target.name}(time))",
                                  rule="function-as-relation", pos=rel.pos)

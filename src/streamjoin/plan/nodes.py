@@ -17,6 +17,7 @@ ROWTIME = "_rowtime"  # physical column: event time in epoch milliseconds
 SEQ = "_seq"  # physical column: ingestion order of the record that produced the row
 SUB = "_sub"  # physical column: position among the rows one input record produced
 STREAM_TIME = "_stream_time"  # physical column: stream time when the producing record was read
+OWN_ROWTIME = "ROWTIME"  # a scan's hidden field holding its record's own time, where a join reads alias.ROWTIME
 TOPIC_TIMES = "_topic_times"  # physical column, where a KSQL windowed join needs it: each input topic's own clock
 TOMBSTONE = "_tombstone"  # physical column on changelogs: the row deletes its key
 

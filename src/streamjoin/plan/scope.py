@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import StatementError
 from ..sql import ast
-from .nodes import ROWTIME, Field, Join, PlanNode, Ref
+from .nodes import OWN_ROWTIME, ROWTIME, Field, Join, PlanNode, Ref
 
 _ids = itertools.count()
 
@@ -112,6 +112,10 @@ class Scope:
         if col.qualifier is not None and col.qualifier.text.casefold() not in self.qualifiers:
             raise StatementError(f"unknown input {col.qualifier.text}", rule="unknown-column", pos=col.pos)
         if name in ROWTIME_NAMES:
+            own = [f for f in self.node.fields if f.hidden and f.name == OWN_ROWTIME and col.qualifier is not None
+                   and matches(col.qualifier, f.qualifier)]
+            if own:  # a joined input's record time (``Binder``: ``alias.ROWTIME`` in a join)
+                return Ref(own[0].id, "bigint", f"{own[0].qualifier}.ROWTIME", pos=col.pos)
             return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
         synthetic = synthetic_key(self.node)
         if col.qualifier is None and synthetic is not None and name == synthetic.name.casefold():
