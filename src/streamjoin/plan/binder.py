@@ -33,6 +33,7 @@ def _qualified_rowtimes(select: ast.Select) -> frozenset:
 class Binder:
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
+        self._own_rowtimes: frozenset = frozenset()  # the SELECT being bound: inputs whose alias.ROWTIME it reads
 
     # ------------------------------------------------------------------ queries
 
@@ -40,7 +41,7 @@ class Binder:
         """Plan a SELECT; returns the plan (ending in a Project) and the naming style of the query."""
         windows = {name.text.casefold(): spec for name, spec in select.windows}
         select = pull_where_into_comma_joins(select)
-        outer_rowtimes, self._own_rowtimes = getattr(self, "_own_rowtimes", frozenset()), _qualified_rowtimes(select)
+        outer_rowtimes, self._own_rowtimes = self._own_rowtimes, _qualified_rowtimes(select)
         try:
             scope = self.bind_from(select.from_, windows)
         finally:
