@@ -125,8 +125,7 @@ def _side_clocks(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringCon
     far of the topic under that side, carried by the source (``connectors.event_time``, ``sideTopics``).
     A Flink join runs by its watermark, and a side that is not a single topic (an earlier join's output)
     has no clock of its own: there both are the query's clock."""
-    topics = [getattr(base_scan(side), "source", None) for side in (join.left, join.right)]
-    topics = [t.topic if t is not None else None for t in topics]
+    topics = [scan.source.topic if (scan := base_scan(side)) is not None else None for side in (join.left, join.right)]
     if (w.watermark or TOPIC_TIMES not in left.columns or TOPIC_TIMES not in right.columns
             or not all(t in ctx.side_topics for t in topics)):
         return {LEFT_CLOCK: F.col(STREAM_TIME), RIGHT_CLOCK: F.col(STREAM_TIME)}
@@ -209,7 +208,7 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         frames = [segments.get(i).set_axis(stored_cols, axis=1) for i in loaded]
         store = (pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
                  if frames else pd.DataFrame(columns=stored_cols))
-        out, store, late_dropped = _process_batch(w, store, rows, keys, left_payload, right_payload, key_ids, out_names)
+        out, store, late_dropped = _process_batch(w, store, rows, clocks, keys, left_payload, right_payload, key_ids, out_names)
         dropped["late"] = dropped.get("late", 0) + late_dropped
         meta["ord"] += data_rows  # ticks are never stored: their arrival numbers may be given again
 
@@ -297,7 +296,7 @@ def _visible(w: Window, t, side_clock):
     return np.asarray(t, dtype=np.int64) + w.retention > np.asarray(side_clock, dtype=np.int64)
 
 
-def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, key_ids, out_names):
+def _process_batch(w: Window, store, rows, clocks: Clocks, keys, left_payload, right_payload, key_ids, out_names):
     st = clock_values(rows[STREAM_TIME])
     row_ords = rows[ORD].to_numpy(np.int64)
     row_seqs = rows[SEQ].to_numpy(np.int64)
@@ -344,7 +343,6 @@ def _process_batch(w: Window, store, rows, keys, left_payload, right_payload, ke
         if w.watermark:  # no record read from now on can match a record whose close the clock passed
             keep = new_store["__close"].to_numpy(dtype=np.int64) >= int(st.max())
         else:
-            clocks = Clocks.of(rows)
             stored_side = new_store[SIDE].to_numpy()
             keep = _visible(w, new_store[ROWTIME].to_numpy(dtype=np.int64),
                             np.where(stored_side == LEFT, clocks.left, clocks.right))
