@@ -23,11 +23,15 @@ that task's memory (ROWS windows hold only the last n+1 rows of each side, so th
 RANGE CROSS join holds every row of its windows). Tick rows bring the batch-end stream time to every
 bucket, so a bucket without records still completes instants and purges.
 
-State (per bucket): the live rows of both sides (key, rowtime, arrival order, per-side ordinal, whether a
-null-padded row is still pending, payload), the per-side row counts (for ROWS windows) and the count of
-late rows. Purge: a row is dropped once no row read later can share a window instant with it — RANGE:
-its time is older than stream time + the other side's ``enters`` - its range; tumbling: its frame ended;
-ROWS: n+1 newer rows of its side arrived — and it is not awaiting its padded row.
+State (per bucket, segmented: ``operators.state.run_segmented``): the live rows of both sides (key, rowtime,
+arrival order, per-side ordinal, whether a null-padded row is still pending, payload) in segments of their
+rowtime (``segment_width``), and in the meta value the per-side row counts (for ROWS windows), the count of
+late rows and a summary of each segment. A batch reads the live rows (the worker's cached frames while they
+match the store: every live row can share an instant with a new row), and writes back only the segments
+that changed: the ones its rows went into, those whose rows were purged or stopped pending; a segment left
+empty is removed. Purge: a row is dropped once no row read later can share a window instant with it —
+RANGE: its time is older than stream time + the other side's ``enters`` - its range; tumbling: its frame
+ended; ROWS: n+1 newer rows of its side arrived — and it is not awaiting its padded row.
 
 Output rows leave when they are found; with a window that ends before CURRENT ROW, T0 can be later than
 the stream time at that moment.
@@ -44,7 +48,7 @@ from ..plan.frames import Frame, frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import LoweringContext
 from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, count_dropped, key_names, payload, tag_side, tick_rows
-from .state import run_bucketed
+from .state import run_segmented
 from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
 
 SORD, OCOUNT, PENDING, CLOSE = "__sord", "__ocount", "__pending", "__close"
@@ -72,25 +76,39 @@ class InstantWindowJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = instant_step(frames, outer, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-        return run_bucketed(both, BUCKET, step, schema)
+        return run_segmented(both, BUCKET, step, schema)
+
+
+def segment_width(frames: tuple[Frame, Frame]) -> int:
+    """Rowtime width of a state segment: the longer RANGE reach or tumbling unit, at least a minute. Rows
+    purge from the oldest segments, so a batch rewrites few segments besides the ones it adds to."""
+    reach = [f.preceding for f in frames if f.kind == "range"] + [f.unit for f in frames if f.kind == "tumble"]
+    return max([MIN_SEGMENT_MS, *reach])
+
+
+MIN_SEGMENT_MS = 60_000
 
 
 def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, left_payload, right_payload, key_ids,
-                 out_names):
-    """The per-bucket step: ``(state, rows) -> (output, state)``."""
+                 out_names, width: int | None = None):
+    """The per-bucket step: ``(meta, rows, segments) -> (output, meta)``; segments ``width`` ms wide."""
     stored = [SIDE, OK, ORD, SEQ, ROWTIME, STREAM_TIME, SORD, OCOUNT, PENDING, CLOSE] + keys + left_payload + right_payload
+    width = width or segment_width(frames)
 
-    def step(saved, rows: pd.DataFrame):
-        saved = saved or {"store": pd.DataFrame(columns=stored), "ord": 0, "count": [0, 0], "dropped": {}}
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"ord": 0, "count": [0, 0], "dropped": {}, "rows": 0, "segments": {}}
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         is_data = (rows[SIDE] != TICK).to_numpy()
         late = is_data & (rows[ROWTIME].to_numpy(dtype=float) < rows[STREAM_TIME].to_numpy(dtype=float))
-        count_dropped(saved, "late", late.sum())
+        count_dropped(meta, "late", late.sum())
         rows = rows[~late].reset_index(drop=True)
-        rows[ORD] = saved["ord"] + 1 + np.arange(len(rows), dtype=np.int64)
-        saved["ord"] += len(rows)
-        fresh = _numbered(rows[rows[SIDE] != TICK].copy(), saved["count"], frames, outer)
-        store = saved["store"]
+        rows[ORD] = meta["ord"] + 1 + np.arange(len(rows), dtype=np.int64)
+        meta["ord"] += len(rows)
+        fresh = _numbered(rows[rows[SIDE] != TICK].copy(), meta["count"], frames, outer)
+        # by position: see stream_stream's reading of its segments
+        loaded = [segments.get(i).set_axis(stored, axis=1) for i in sorted(meta["segments"])]
+        store = (pd.concat(loaded, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
+                 if loaded else pd.DataFrame(columns=stored))
         pairs = _pairs(frames, fresh, store, keys)
         candidates = _append(store, fresh)
         trigger = np.maximum(pairs["l_ord"].to_numpy(), pairs["r_ord"].to_numpy())
@@ -103,12 +121,32 @@ def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, le
         candidates.loc[candidates[ORD].isin(matched), PENDING] = False
         padded, candidates = _complete_instants(candidates, rows)
         out.append(emitted_rows(padded, keys, left_payload, right_payload, key_ids))
-        saved["store"] = _purge(candidates, frames, saved["count"], clock_values(rows[STREAM_TIME]).max(initial=-2**62))
+        _save(meta, segments, _purge(candidates, frames, meta["count"], clock_values(rows[STREAM_TIME]).max(initial=-2**62)),
+              width)
         produced = [o for o in out if len(o)]
         result = pd.concat(produced, ignore_index=True) if produced else pd.DataFrame(columns=out_names)
-        return result.reindex(columns=out_names), saved
+        return result.reindex(columns=out_names), meta
 
     return step
+
+
+def _save(meta: dict, segments, store: pd.DataFrame, width: int) -> None:
+    """Write back the segments whose rows changed (added, purged, or no longer pending); remove emptied ones."""
+    index, written = meta["segments"], {}
+    if len(store):
+        for i, frame in store.groupby(store[ROWTIME].to_numpy(np.int64) // width, sort=False):
+            written[int(i)] = frame.reset_index(drop=True)
+    for i in index.keys() | written.keys():
+        frame = written.get(i)
+        if frame is None:
+            segments.remove(i)
+            del index[i]
+            continue
+        summary = (len(frame), int(frame[PENDING].to_numpy(dtype=bool).sum()), int(frame[ORD].to_numpy(np.int64).max()))
+        if index.get(i) != summary:
+            segments.put(i, frame)
+            index[i] = summary
+    meta["rows"] = len(store)
 
 
 def _numbered(fresh: pd.DataFrame, count: list, frames, outer) -> pd.DataFrame:

@@ -1,27 +1,22 @@
-"""Keyed state for streamjoin's operators, on Spark's ``transformWithStateInPandas``.
+"""Keyed state for streamjoin's operators, on Spark's ``transformWithStateInPandas``, checkpointed with the
+query in Spark's state store (RocksDB), restored exactly on restart and unchanged on a cluster.
 
-Two layouts, both checkpointed with the query in Spark's state store (RocksDB), restored exactly on
-restart and unchanged on a cluster:
-
-- **One value per bucket** (``run_bucketed``): the operator's whole state for a bucket is one pickled
-  value, read and rewritten every micro-batch. Its cost per batch follows everything the bucket holds.
-- **Segmented** (``run_segmented``): a small pickled *meta* value per group (counters, and an index of the
-  group's segments) plus a map from segment number to one pickled frame of stored rows. The operator reads
-  only the segments its batch can touch and writes back only those that changed; expiry removes whole
-  segments by number without reading them. Its cost per batch follows the batch.
+Every operator keeps its state per bucket (a hash of the join or group key), **segmented** (``run_segmented``):
+a small pickled *meta* value per bucket (counters, and an index of the bucket's segments) plus a map from
+segment number to one pickled frame of stored rows. The operator reads only the segments its batch can
+touch and writes back only those that changed; expiry removes whole segments by number without reading
+them. Its cost per batch follows the batch. A segment is a slice of event time (the windowed joins), or a
+chunk of a table's change log (``new_table_log``: the table joins and aggregates).
 
 Measured here (``transformWithStateInPandas``, local[2]): a state call costs 0.3-0.5 ms, and a value moves
 at ~12 ms per MB each way; so few calls, and bytes only for what a batch needs. Rows of a state bucket go
-to the operator packed into Arrow blobs (``packed_by``), not row by row.
+to the operator packed into Arrow blobs (``packed_by``), not row by row. A Python worker keeps the frames it
+read or wrote (``_StoredSegments``), so a bucket that comes back to the same worker reads nothing.
 
-Both keep the group's counters in the small state variable ``META`` (a dict with ``rows``: rows held, and
-``dropped``: reason -> records dropped), which is all ``runtime.metrics`` reads.
-
-One value per bucket: an operator supplies a pure function ``step(state, rows) -> (output, new_state)`` over
-one bucket's rows of a micro-batch (a pandas frame) and its previous state (any picklable value, None at
-first); ``counters(state)`` gives the counters from a dict state (``rows``, else the length of its
-``store``; ``dropped``). ``transformWithStateInPandas`` is used rather than ``applyInPandasWithState``
-because several of them can be chained in one query (a join feeding a join or an aggregate).
+The meta value holds the bucket's counters (``rows``: rows held, and ``dropped``: reason -> records
+dropped), which is all ``runtime.metrics`` reads. ``transformWithStateInPandas`` is used rather than
+``applyInPandasWithState`` because several of them can be chained in one query (a join feeding a join or an
+aggregate).
 """
 from __future__ import annotations
 
@@ -40,75 +35,17 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-Step = Callable[[Any, "pd.DataFrame"], "tuple[pd.DataFrame, Any]"]
 SegmentedStep = Callable[[Any, "pd.DataFrame", "Segments"], "tuple[pd.DataFrame, Any]"]
 Idle = Callable[[Any, "pa.Table"], bool]  # (meta, a bucket's rows) -> whether the step would change nothing
 _STATE_SCHEMA = StructType([StructField("value", BinaryType())])
 _SEGMENT_KEY = StructType([StructField("segment", LongType())])
 META = "state"  # the state variable holding a group's counters (``rows``, ``dropped``), read by runtime.metrics
-WHOLE = "whole"  # the one-value layout's state variable
-
-
-def counters(state) -> dict:
-    """The counters of a one-value state: rows held and records dropped by reason."""
-    if not isinstance(state, dict):
-        return {"rows": 0, "dropped": {}}
-    return {"rows": state.get("rows", len(state.get("store", ()))), "dropped": state.get("dropped", {})}
-
-
-class _PickledStateProcessor(StatefulProcessor):
-    """Spark also unpickles the processor in a fresh Python process on the driver, when a query plans its
-    first batch, only to call ``init``; the step (and with it pandas and the operators) is therefore kept
-    as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
-
-    def __init__(self, step: Step, input_columns: list[str], output_schema: StructType, idle: Optional[Idle] = None):
-        self.step_bytes = cloudpickle.dumps((step, idle))
-        self.step = self.idle = None
-        self.input_columns = input_columns
-        self.columns = output_schema.fieldNames()
-
-    def _packed(self, rows: Iterator["pd.DataFrame"]):
-        """The bucket's rows of the batch (packed: ``packed_by``) as one Arrow table."""
-        if self.step is None:
-            self.step, self.idle = cloudpickle.loads(self.step_bytes)
-        return unpacked_table([blob for frame in rows for blob in frame.iloc[:, -1]])
-
-    def _input(self, rows: Iterator["pd.DataFrame"]) -> "pd.DataFrame":
-        """The bucket's rows of the batch as one frame with the input's column names."""
-        return as_frame(self._packed(rows), self.input_columns)
-
-    def _output(self, out: "pd.DataFrame") -> Iterator["pd.DataFrame"]:
-        if len(out):  # an empty frame's columns may have no usable type
-            yield out.reindex(columns=self.columns)
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState(WHOLE, _STATE_SCHEMA)
-        self.meta = handle.getValueState(META, _STATE_SCHEMA)
-
-    def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
-        batch = self._input(rows)
-        stored = _stored_bytes(self.state)
-        previous = pickle.loads(stored) if stored is not None else None
-        out, new_state = self.step(previous, batch)
-        self.state.update((pickle.dumps(new_state, protocol=5),))
-        self.meta.update((pickle.dumps(counters(new_state), protocol=5),))
-        yield from self._output(out)
-
-    def close(self) -> None:
-        pass
 
 
 def _stored_bytes(value_state) -> bytes | None:
     """The pickled bytes a value state holds (one call to the state store), or None."""
     stored = value_state.get()
     return stored[0] if stored is not None else None
-
-
-def run_bucketed(df: "DataFrame", bucket: str, step: Step, output_schema: StructType) -> "DataFrame":
-    """Apply ``step`` per state bucket (the column ``bucket``) with state kept across micro-batches, the
-    bucket's rows arriving packed (``packed_by``)."""
-    processor = _PickledStateProcessor(step, df.columns, output_schema)
-    return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
 
 
 class Segments:
@@ -215,9 +152,17 @@ def _size(frames: dict, memo: dict) -> int:
                for f in (*frames.values(), *memo.values()) if hasattr(f, "memory_usage"))
 
 
-class _SegmentedStateProcessor(_PickledStateProcessor):
-    def __init__(self, step, input_columns, output_schema, idle=None):
-        super().__init__(step, input_columns, output_schema, idle)
+class _SegmentedStateProcessor(StatefulProcessor):
+    """Spark also unpickles the processor in a fresh Python process on the driver, when a query plans its
+    first batch, only to call ``init``; the step (and with it pandas and the operators) is therefore kept
+    as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
+
+    def __init__(self, step: SegmentedStep, input_columns: list[str], output_schema: StructType,
+                 idle: Optional[Idle] = None):
+        self.step_bytes = cloudpickle.dumps((step, idle))
+        self.step = self.idle = None
+        self.input_columns = input_columns
+        self.columns = output_schema.fieldNames()
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -225,7 +170,9 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
         self.map = handle.getMapState("segments", _SEGMENT_KEY, _STATE_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
-        packed = self._packed(rows)
+        if self.step is None:
+            self.step, self.idle = cloudpickle.loads(self.step_bytes)
+        packed = unpacked_table([blob for frame in rows for blob in frame.iloc[:, -1]])  # ``packed_by``'s blobs
         stored = _stored_bytes(self.state)
         meta = pickle.loads(stored) if stored is not None else None
         if meta is not None and self.idle is not None and self.idle(meta, packed):
@@ -240,7 +187,11 @@ class _SegmentedStateProcessor(_PickledStateProcessor):
         if value != stored:  # a batch that changed nothing (a tick with nothing due) writes nothing
             self.state.update((value,))
         _keep(entry, meta[TOKEN], segments.frames, segments.memo)
-        yield from self._output(out)
+        if len(out):  # an empty frame's columns may have no usable type
+            yield out.reindex(columns=self.columns)
+
+    def close(self) -> None:
+        pass
 
 
 def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType,

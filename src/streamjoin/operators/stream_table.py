@@ -92,12 +92,12 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, table_cols)
-        out, unmatched = _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
+        out, unmatched = lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer)
         if rematch_ms is not None:
             padded = out[unmatched].assign(**{k: out[jk].to_numpy()[unmatched] for k, jk in zip(keys, key_ids)})
             rematched = _rematch(meta, segments, rows, padded[waiting_cols], keys, table_cols, key_ids, rematch_ms)
             out = pd.concat([out, rematched[list(out.columns)]], ignore_index=True)
-        changes = _last_changes(rows[rows[SIDE] == TABLE], keys, table_cols)
+        changes = last_changes(rows[rows[SIDE] == TABLE], keys, table_cols)
         table = apply_changes(meta["table"], segments, store, changes, keys)
         meta["rows"] = len(table) + meta.get("waiting", 0)
         return out, meta
@@ -139,7 +139,10 @@ def _rematch(meta, segments, rows, padded, keys, table_cols, key_ids, retention:
     return emitted
 
 
-def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple[pd.DataFrame, np.ndarray]:
+def lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every stream record of ``rows`` (sorted by ingestion order) joined with the latest earlier change of its
+    key in ``rows``, else with ``store``'s row: the output rows (all of them when ``outer``, else the matched
+    ones) and which of them could match but found no live row."""
     is_table = (rows[SIDE] == TABLE).to_numpy()
     position = np.where(is_table, np.arange(len(rows)), np.nan)
     latest = pd.Series(position).groupby([rows[k] for k in keys], sort=False).ffill().to_numpy()
@@ -164,7 +167,7 @@ def _lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple
     return out[matched].reset_index(drop=True), np.zeros(int(matched.sum()), bool)
 
 
-def _last_changes(changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
+def last_changes(changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
     """This batch's table changes as a log chunk: the last change per key wins; a deletion (or a row failing
     the table's ON predicates) removes the key."""
     last = changes.drop_duplicates(keys, keep="last")
