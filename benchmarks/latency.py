@@ -29,8 +29,8 @@ import time
 
 from common import process_tree_cpu_seconds, session
 
-ROWS = 0  # unused: the feed is timed (SECONDS at each of RATES)
-BATCHES = 0
+DEFAULT_ROWS = 0  # unused: the feed is timed (SECONDS at each of RATES)
+DEFAULT_BATCHES = 0
 RATES = tuple(int(r) for r in os.environ.get("LATENCY_RATES", "4,2000").split(","))
 SECONDS = int(os.environ.get("LATENCY_SECONDS", "30"))  # of feed per variant and rate
 IDLE_S = 10

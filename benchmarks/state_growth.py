@@ -17,7 +17,7 @@ import numpy as np
 
 from common import native_window_join, raw_topics, time_query, time_streamjoin, topics_workspace, warmed_up
 
-ROWS, BATCHES = 2_000_000, 40  # the defaults of ``run.py state-growth``
+DEFAULT_ROWS, DEFAULT_BATCHES = 2_000_000, 40  # the defaults of ``run.py state-growth``
 KEYS = 1_000_000
 STEP_MS = 10
 DISORDER_MS = 2_000
