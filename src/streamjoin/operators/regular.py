@@ -22,11 +22,12 @@ new row". The second stage is keyed by a hash bucket of the join key and applies
 in ingestion order, record at a time.
 
 State (per bucket, segmented: ``operators.state``; each stage a table log, ``state.log_changes``): stage 1 —
-per primary key, the row's current values and join key; stage 2 — per (join key, side, row identity), every
-live row of both sides and the clock of its last change; plus the counts of dropped records. A batch reads
-the rows of the keys it touches (from the worker's cached table, else the log replayed) and logs what
-changed. A row leaves state when it is deleted or replaced, or when its TTL expires (a vectorised pass over
-the table, with a TTL only).
+per primary key, the row's current values and join key; stage 2 — per stored row (``ENTRY``: its side and
+identity), its join key, the clock of its last change and its values; plus the counts of dropped records. A
+batch reads only the stored rows it can need (``_join_step``'s ``load``: never a stream side's own earlier
+rows for an insert into it, unless the other side is preserved) from the worker's cached table, else the
+log replayed, and logs only the rows it inserted or removed. A row leaves state when it is deleted or
+replaced, or when its TTL expires (a vectorised pass over the table, with a TTL only).
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from .state import GONE, as_changes, key_index, log_changes, merge_changes, new_
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
+ENTRY = "__entry"  # in state: a stored row's side and identity, "<side>|<row id>"
 TTL_PROPERTY = "table.exec.state.ttl"
 UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
             "second": 1000, "seconds": 1000, "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000,
@@ -123,7 +125,7 @@ def _versions_step(cols, keys, ttl, out_names):
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
-        rows = rows.sort_values([SEQ, SUB], kind="stable")
+        rows = rows.sort_values([SEQ, SUB], kind="stable").assign(**{CLOCK: lambda f: clock_values(f[STREAM_TIME])})
         stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
         ids = pd.unique(rows[ROW_ID].to_numpy())
         at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(ids), -1)
@@ -132,7 +134,7 @@ def _versions_step(cols, keys, ttl, out_names):
                  for row_id, i in zip(ids, at) if i >= 0}  # row id -> (values of ``carried``, clock of its last change)
         out = []
         for rec in rows.to_dict("records"):
-            row_id, clock = rec[ROW_ID], _clock(rec[STREAM_TIME])
+            row_id, clock = rec[ROW_ID], rec[CLOCK]
             old = store.pop(row_id, None)
             if old is not None and _alive(old[1], clock, ttl):
                 out.append({**dict(zip(carried, old[0])), **_meta(rec, 2 * rec[SUB]), RETRACT: True,
@@ -189,7 +191,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
 
     def new_entry(side, rec) -> dict:
         return {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
-                "identity": identity(side, rec[ROW_ID]), "clock": _clock(rec[STREAM_TIME])}
+                "identity": identity(side, rec[ROW_ID]), "clock": rec[CLOCK]}
 
     def result(l_entry, r_entry, key, retract: bool, rec, sub) -> dict:
         row = {TOMBSTONE: retract, **_meta(rec, sub), **dict(zip(key_ids, key)), **absent_identities}
@@ -202,7 +204,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
 
     def apply(group, side, rec, changes: dict) -> None:
         """One message: insert or retract a row of ``side``; record the result rows it adds or removes."""
-        other, retract, clock = 1 - side, bool(rec[RETRACT]), _clock(rec[STREAM_TIME])
+        other, retract, clock = 1 - side, bool(rec[RETRACT]), rec[CLOCK]
         entry = group[side].pop(rec[ROW_ID], None) if retract else new_entry(side, rec)
         if entry is None or not _alive(entry["clock"], clock, ttl):
             return  # a retraction of a row whose TTL expired: its results stay, as in Flink
@@ -231,40 +233,51 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         if not retract:
             group[side][entry["id"]] = entry
 
-    stored_key = keys + [SIDE, ROW_ID]
-    stored_cols = [OK, CLOCK] + left_cols + right_cols
+    stored_key = [ENTRY]  # which side and which of its rows: "<side>|<row id>"
+    stored_cols = keys + [SIDE, ROW_ID, OK, CLOCK] + left_cols + right_cols
 
     def load(stored: pd.DataFrame, rows: pd.DataFrame) -> dict:
-        """The stored rows of the batch's join keys: join key -> {side: {row id: entry}}."""
+        """The stored rows the batch can read: join key -> {side: {row id: entry}}. A side's rows of a join key
+        are read when the batch changes the other side there (they are its matches), retracts one of them, or
+        changes the side itself while the other side is preserved (whether the side has a row there decides
+        the other's padding). An insert into a stream side reads none of its own earlier rows."""
         groups: dict = {}
-        for rec in rows_for(stored, keys, rows).to_dict("records"):
-            side = int(rec[SIDE])
-            entry = {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
-                     "identity": identity(side, rec[ROW_ID]), "clock": int(rec[CLOCK])}
-            groups.setdefault(_group_key(rec, keys), {LEFT: {}, RIGHT: {}})[side][entry["id"]] = entry
+        batch_side, retract = rows[SIDE].to_numpy(), rows[RETRACT].to_numpy(dtype=bool)
+        for side in (LEFT, RIGHT):
+            needed = (batch_side != side) | (retract & (batch_side == side))
+            if outer[1 - side]:
+                needed |= batch_side == side
+            part = stored[stored[SIDE].to_numpy() == side] if len(stored) else stored
+            found = rows_for(part, keys, rows[needed])
+            if not len(found):
+                continue
+            values = {c: found[c].to_numpy() for c in cols[side]}
+            for i, (key, row_id, ok, clock) in enumerate(zip(_group_keys(found, keys), found[ROW_ID].to_numpy(),
+                                                             found[OK].to_numpy(dtype=bool), found[CLOCK].to_numpy())):
+                entry = {"id": row_id, "values": {c: v[i] for c, v in values.items()}, "ok": bool(ok),
+                         "identity": identity(side, row_id), "clock": int(clock)}
+                groups.setdefault(key, {LEFT: {}, RIGHT: {}})[side][row_id] = entry
         return groups
 
-    def unload(loaded: set, groups: dict) -> pd.DataFrame:
-        """The batch's changes to the stored rows: every row of its join keys, and a removal of each loaded
-        row that is gone."""
-        records, kept = [], set()
-        for key, group in groups.items():
-            for side in (LEFT, RIGHT):
-                for entry in group[side].values():
-                    kept.add((key, side, entry["id"]))
-                    values = [entry["values"].get(c) for c in left_cols + right_cols]
-                    records.append((*key, side, entry["id"], entry["ok"], entry["clock"], *values, False))
-        for key, side, row_id in loaded - kept:
-            records.append((*key, side, row_id, False, NO_TIME, *[None] * (len(left_cols) + len(right_cols)), True))
+    def changed(touched: dict) -> pd.DataFrame:
+        """The batch's changes to the stored rows: each row it inserted or removed, by ``ENTRY``."""
+        records = []
+        for (side, row_id), (key, entry) in touched.items():
+            if entry is None:
+                records.append((f"{side}|{row_id}", *[None] * len(keys), side, row_id, False, NO_TIME,
+                                *[None] * (len(left_cols) + len(right_cols)), True))
+                continue
+            values = [entry["values"].get(c) for c in left_cols + right_cols]
+            records.append((f"{side}|{row_id}", *key, side, row_id, entry["ok"], entry["clock"], *values, False))
         return pd.DataFrame(records, columns=stored_key + stored_cols + [GONE])
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
-        rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2)
+        rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2, **{CLOCK: clock_values(rows[STREAM_TIME])})
         rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable")
         stored = read_table(meta["table"], segments, stored_key, stored_cols)
         groups = load(stored, rows)  # join key -> {side: {row id: entry}}
-        loaded = {(key, side, row_id) for key, group in groups.items() for side in (LEFT, RIGHT) for row_id in group[side]}
+        touched: dict = {}  # (side, row id) -> (join key, its entry now, or None: removed)
         out, changes, current, last = [], {}, None, None
 
         def flush():
@@ -274,34 +287,34 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
                 out.append(result(l_entry, r_entry, current[3], removed, last, int(last[SUB]) * 1000 + n))
             changes.clear()
 
-        for rec in rows.to_dict("records"):
-            key = _group_key(rec, keys)
+        for key, rec in zip(_group_keys(rows, keys), rows.to_dict("records")):
             change = (rec[SEQ], rec["__change"], rec[SIDE], key)  # one input change: its retract and its insert
             if change != current:
                 if current is not None:
                     flush()
                 current = change
             last = rec
-            apply(groups.setdefault(key, {LEFT: {}, RIGHT: {}}), rec[SIDE], rec, changes)
+            group = groups.setdefault(key, {LEFT: {}, RIGHT: {}})
+            apply(group, rec[SIDE], rec, changes)
+            row_id = rec[ROW_ID]
+            touched[(rec[SIDE], row_id)] = (key, group[rec[SIDE]].get(row_id))
         if current is not None:
             flush()
         clock = _clock(rows[STREAM_TIME].max()) if len(rows) else NO_TIME
-        _save(meta, segments, stored, unload(loaded, groups), stored_key, clock, ttl)
+        _save(meta, segments, stored, changed(touched), stored_key, clock, ttl)
         return pd.DataFrame(out, columns=out_names), meta
 
     return step
 
 
-def _group_key(rec: dict, keys) -> tuple:
-    return tuple(None if _missing(rec[k]) else rec[k] for k in keys)
+def _group_keys(frame: pd.DataFrame, keys) -> list:
+    """Each row's join key as a tuple, None for a missing value."""
+    columns = [np.where(frame[k].isna().to_numpy(), None, frame[k].to_numpy(dtype=object)) for k in keys]
+    return list(zip(*columns))
 
 
 def _padded(side, entry):
     return (entry, None) if side == LEFT else (None, entry)
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value))
 
 
 OPERATOR = RegularJoin()
