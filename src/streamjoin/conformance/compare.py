@@ -57,7 +57,7 @@ def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], time
         text = key.decode("utf-8", "replace")
         try:
             parsed = json.loads(text)
-            k = parsed if isinstance(parsed, (dict, list)) else text
+            k = parsed if isinstance(parsed, (dict, list, str)) else text  # a JSON key: "a" is the text a
         except ValueError:
             k = text
     v = None

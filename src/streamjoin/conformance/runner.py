@@ -46,7 +46,7 @@ def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
     batches = []
     for i in inputs:
         topic = _input_topic(i["topic"], formats)
-        batches.append((topic, [Record(encode_key(i.get("key")), encode_value(i.get("value"), formats.get(topic)),
+        batches.append((topic, [Record(encode_key(i.get("key"), formats.get(topic)), encode_value(i.get("value"), formats.get(topic)),
                                        int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))]))
     store.append(batches)
 

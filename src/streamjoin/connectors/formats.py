@@ -178,11 +178,12 @@ def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.Rec
 
 # ---------------------------------------------------------------------- records written by streamjoin itself
 
-def encode_key(key: Any) -> Optional[bytes]:
-    """A record key as streamjoin writes one it is given: an object or array as JSON, a scalar as its text."""
+def encode_key(key: Any, source=None) -> Optional[bytes]:
+    """A record key as streamjoin writes one it is given: an object or array as JSON, a scalar as its text
+    (KAFKA), or as JSON when ``source``'s key format is JSON (ksqlDB writes a JSON key unwrapped: ``"a"``)."""
     if key is None:
         return None
-    if isinstance(key, (dict, list)):
+    if isinstance(key, (dict, list)) or (source is not None and source.key_format == "JSON"):
         return json.dumps(key).encode()
     if isinstance(key, bool):
         return b"true" if key else b"false"

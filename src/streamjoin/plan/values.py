@@ -157,7 +157,7 @@ def _key_bytes(target: SourceInfo, key: dict) -> Optional[bytes]:
     if len(key) > 1 or (target.dialect == "lenses" and "_key" not in key):
         return json.dumps(key).encode()
     (value,) = key.values()
-    return json.dumps(value).encode() if target.key_format == "JSON" else encode_key(value)
+    return encode_key(value, target)
 
 
 def _mismatch(value, type_: str, name: str, e: ast.Expr) -> StatementError:
