@@ -41,9 +41,9 @@ from ..errors import StatementError
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
 from .base import LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side,
+    BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
 )
-from .state import GONE, as_changes, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
@@ -124,32 +124,42 @@ def _versions_step(cols, keys, ttl, out_names):
     carried = cols + keys + [OK]
 
     def step(meta, rows: pd.DataFrame, segments):
+        """Each change retracts its row's previous version (the previous change of its primary key in the
+        batch, else the stored row), if that is still alive, and inserts the new one unless it deletes."""
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
-        rows = rows.sort_values([SEQ, SUB], kind="stable").assign(**{CLOCK: lambda f: clock_values(f[STREAM_TIME])})
+        rows = rows.sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
+        rows[CLOCK] = clock_values(rows[STREAM_TIME])
         stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
-        ids = pd.unique(rows[ROW_ID].to_numpy())
-        at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(ids), -1)
-        columns = [stored[c].to_numpy() for c in carried + [CLOCK]]
-        store = {row_id: (tuple(column[i] for column in columns[:-1]), int(columns[-1][i]))
-                 for row_id, i in zip(ids, at) if i >= 0}  # row id -> (values of ``carried``, clock of its last change)
-        out = []
-        for rec in rows.to_dict("records"):
-            row_id, clock = rec[ROW_ID], rec[CLOCK]
-            old = store.pop(row_id, None)
-            if old is not None and _alive(old[1], clock, ttl):
-                out.append({**dict(zip(carried, old[0])), **_meta(rec, 2 * rec[SUB]), RETRACT: True,
-                            ROW_ID: row_id, SIDE: rec[SIDE]})
-            if not rec[DELETE]:
-                values = tuple(rec[c] for c in carried)
-                store[row_id] = (values, clock)
-                out.append({**dict(zip(carried, values)), **_meta(rec, 2 * rec[SUB] + 1), RETRACT: False,
-                            ROW_ID: row_id, SIDE: rec[SIDE]})
-        changes = as_changes({(row_id,): (*store[row_id][0], store[row_id][1]) for row_id in ids if row_id in store},
-                             [(row_id,) for row_id, i in zip(ids, at) if i >= 0], [ROW_ID], carried + [CLOCK])
-        _save(meta, segments, stored, changes, [ROW_ID], _clock(rows[STREAM_TIME].max()), ttl)
-        return pd.DataFrame(out, columns=out_names), meta
+        ids = rows[ROW_ID].to_numpy()
+        before = pd.Series(np.arange(len(rows))).groupby(ids, sort=False).shift(1).to_numpy()
+        in_batch = ~np.isnan(before)
+        before = np.where(in_batch, before, 0).astype(np.int64)
+        at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(rows), -1)
+        deletes = rows[DELETE].to_numpy(dtype=bool)
+        had = np.where(in_batch, ~deletes[before], at >= 0)  # a previous version exists
+        old_clock = np.where(in_batch, rows[CLOCK].to_numpy()[before],
+                             stored[CLOCK].to_numpy(dtype=np.int64)[np.maximum(at, 0)] if len(stored) else NO_TIME)
+        clock = rows[CLOCK].to_numpy()
+        alive = np.ones(len(rows), bool) if ttl is None else (clock == NO_TIME) | (old_clock >= clock - ttl)
+        retracts = had & alive
+        old = {c: np.where(in_batch, rows[c].to_numpy(dtype=object)[before],
+                           take(stored[c].to_numpy(), at, at >= 0) if len(stored) else None) for c in carried}
+        retracted = pd.DataFrame({c: v[retracts] for c, v in old.items()}).assign(
+            **_messages(rows[retracts], 2 * rows[SUB].to_numpy()[retracts], retract=True))
+        inserted = rows.loc[~deletes, carried].assign(**_messages(rows[~deletes], 2 * rows[SUB].to_numpy()[~deletes] + 1,
+                                                                 retract=False))
+        last = rows.drop_duplicates(ROW_ID, keep="last")
+        changes = last[[ROW_ID] + carried + [CLOCK]].assign(**{GONE: last[DELETE].to_numpy(dtype=bool)})
+        _save(meta, segments, stored, changes.reset_index(drop=True), [ROW_ID], _clock(rows[STREAM_TIME].max()), ttl)
+        return pd.concat([retracted, inserted], ignore_index=True).reindex(columns=out_names), meta
 
     return step
+
+
+def _messages(rows: pd.DataFrame, sub, retract: bool) -> dict:
+    """The columns a stage-1 message takes from its change besides the row's values."""
+    return {ROWTIME: rows[ROWTIME].to_numpy(), SEQ: rows[SEQ].to_numpy(), SUB: sub, STREAM_TIME: rows[STREAM_TIME].to_numpy(),
+            RETRACT: retract, ROW_ID: rows[ROW_ID].to_numpy(), SIDE: rows[SIDE].to_numpy()}
 
 
 def _save(meta, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys, clock: int, ttl) -> None:
