@@ -113,6 +113,8 @@ def framed_step(unit: int, keys, integral_keys, stream_cols, table_cols, key_ids
         null_key = rows[NULL_KEY].to_numpy(dtype=object) == True  # noqa: E712 - ticks carry None
         out = [_padded_records(rows[null_key & (side == STREAM)], stream_cols, table_cols, key_ids)] if stream_padded else []
         records = restore_integers(rows[~null_key & (side != TICK)], integral_keys)
+        # a table read from a file sends no rows, so its columns may be absent from the batch
+        records = records.reindex(columns=[*records.columns, *(c for c in table_cols if c not in records.columns)])
         cuts = np.flatnonzero(np.diff(frames, prepend=frames[:1] if meta["frame"] is None else meta["frame"]) > 0)
         bounds = np.searchsorted(records.index.to_numpy(), [*cuts.tolist(), len(rows)])
         for i, (a, b) in enumerate(zip([0, *bounds[:-1]], bounds)):
