@@ -79,14 +79,14 @@ class InstantWindowJoin:
         return run_segmented(both, BUCKET, step, schema)
 
 
+MIN_SEGMENT_MS = 60_000
+
+
 def segment_width(frames: tuple[Frame, Frame]) -> int:
     """Rowtime width of a state segment: the longer RANGE reach or tumbling unit, at least a minute. Rows
     purge from the oldest segments, so a batch rewrites few segments besides the ones it adds to."""
     reach = [f.preceding for f in frames if f.kind == "range"] + [f.unit for f in frames if f.kind == "tumble"]
     return max([MIN_SEGMENT_MS, *reach])
-
-
-MIN_SEGMENT_MS = 60_000
 
 
 def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, left_payload, right_payload, key_ids,
