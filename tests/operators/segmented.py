@@ -36,3 +36,16 @@ def _counted(meta: dict) -> dict:
     """A meta value without drop counts of zero (a step may add a reason with nothing dropped)."""
     dropped = {k: v for k, v in meta.get("dropped", {}).items() if v}
     return {**meta, "dropped": dropped}
+
+
+def run_cut(step, records, cuts, frame):
+    """Feed ``records`` to ``step`` in micro-batches cut before each position in ``cuts``; ``frame(records,
+    first_seq, clock) -> (batch, clock)`` builds a batch. Returns every batch's output and the last state."""
+    state, outs, clock = None, [], -1
+    bounds = [0] + sorted(set(cuts)) + [len(records)]
+    for a, b in zip(bounds, bounds[1:]):
+        if a < b:
+            batch, clock = frame(records[a:b], a, clock)
+            out, state = step(state, batch)
+            outs.append(out)
+    return outs, state

@@ -15,7 +15,7 @@ from streamjoin.operators.framed_table import STREAM, TABLE, framed_step
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
-from .segmented import as_step
+from .segmented import as_step, run_cut
 
 UNIT = 10
 OUT = ["sv", "tv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
@@ -45,15 +45,9 @@ def frame(records, first_seq, clock):
 
 
 def run(step, records, cuts):
-    state, rows, clock = None, [], -1
-    bounds = [0] + sorted(set(cuts)) + [len(records)]
-    for a, b in zip(bounds, bounds[1:]):
-        if a < b:
-            batch, clock = frame(records[a:b], a, clock)
-            out, state = step(state, batch)
-            rows += [tuple(None if pd.isna(v) else v for v in values) + (int(t),)
-                     for *values, t in zip(out["sv"], out["tv"], out["jk"], out[ROWTIME])]
-    return sorted(rows, key=repr)
+    outs, _ = run_cut(step, records, cuts, frame)
+    return sorted((tuple(None if pd.isna(v) else v for v in values) + (int(t),)
+                   for out in outs for *values, t in zip(out["sv"], out["tv"], out["jk"], out[ROWTIME])), key=repr)
 
 
 def by_the_rule(records, stream_padded: bool):

@@ -14,7 +14,7 @@ from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE
 from streamjoin.plan.frames import Frame
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
-from .segmented import as_step
+from .segmented import as_step, run_cut
 
 OUT = ["lv", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
 
@@ -51,15 +51,9 @@ def frame(records, first_seq, clock):
 
 
 def run(step, records, cuts):
-    state, rows, clock = None, [], -1
-    bounds = [0] + sorted(set(cuts)) + [len(records)]
-    for a, b in zip(bounds, bounds[1:]):
-        if a < b:
-            batch, clock = frame(records[a:b], a, clock)
-            out, state = step(state, batch)
-            rows += [(None if pd.isna(l) else l, None if pd.isna(r) else r, int(t))
-                     for l, r, t in zip(out["lv"], out["rv"], out[ROWTIME])]
-    return sorted(rows, key=repr), state
+    outs, state = run_cut(step, records, cuts, frame)
+    return sorted(((None if pd.isna(l) else l, None if pd.isna(r) else r, int(t))
+                   for out in outs for l, r, t in zip(out["lv"], out["rv"], out[ROWTIME])), key=repr), state
 
 
 def make_step(frames, join_type, cold=False):
