@@ -20,6 +20,7 @@ def session():
 def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None, sink=None) -> dict:
     """Run ``df`` into Spark's no-op sink (or the ``foreachBatch`` function ``sink``) until it has consumed
     all input; report throughput and latency."""
+    phases_before = python_phases()
     started, cpu_before = time.monotonic(), process_tree_cpu_seconds()
     writer = df.writeStream.foreachBatch(sink) if sink is not None else df.writeStream.format("noop")
     query = writer.option("checkpointLocation", checkpoint).start()
@@ -41,7 +42,37 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None,
         "state_rows_max": state_rows(checkpoint, len(progress)) if state_rows else native_state,
         "ms_by_phase": breakdown,
         "cpu_us_per_row": round(cpu / input_rows * 1e6, 2),
+        **_phase_split(phases_before, python_phases(), input_rows),
     }
+
+
+def python_phases() -> dict:
+    """Seconds streamjoin's Python workers have spent so far in each phase (``operators.state``'s profile,
+    on with ``run.py --phases``): {worker pid: {phase: seconds}}."""
+    import json
+
+    folder = os.environ.get("STREAMJOIN_PROFILE")
+    if not folder or not os.path.isdir(folder):
+        return {}
+    found = {}
+    for name in os.listdir(folder):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                found[name] = json.load(f)
+    return found
+
+
+def _phase_split(before: dict, after: dict, input_rows: int) -> dict:
+    """CPU-side microseconds per input row in each Python phase over one query (workers run in parallel:
+    these add up to Python's share of ``cpu_us_per_row``, the rest is the JVM: source, decoding, shuffle,
+    moving rows to and from Python)."""
+    if not after:
+        return {}
+    totals: dict[str, float] = {}
+    for worker, phases in after.items():
+        for phase, seconds in phases.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds - before.get(worker, {}).get(phase, 0.0)
+    return {"python_us_per_row": {phase: round(s / input_rows * 1e6, 2) for phase, s in sorted(totals.items())}}
 
 
 def latency_growth(durations: list) -> float | None:
@@ -108,14 +139,14 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     at a time; undecodable records are collected for the dead letters, and stateless drops observed, as the
     engine does (a no-op sink writes neither)."""
     from streamjoin.lower.lowering import SourceOptions, lower, read_inputs, side_topics
-    from streamjoin.lower.operator_table import check_supported
+    from streamjoin.lower import operator_table
     from streamjoin.lower.sink import encode
     from streamjoin.operators.base import LoweringContext
     from streamjoin.plan.catalog import Catalog
     from streamjoin.plan.statements import StatementPlanner
     from streamjoin.sql import parse_script
 
-    planner = StatementPlanner(Catalog(), check_operators=check_supported)
+    planner = StatementPlanner(Catalog(), operators=operator_table)
     planned = [planner.plan(item) for item in parse_script(sql)][-1].query
     from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
     from streamjoin.runtime.observed_drops import ObservedDrops

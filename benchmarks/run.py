@@ -31,7 +31,15 @@ def main(argv=None) -> int:
                         help="micro-batches to cut the input into (default 10; state-growth: 40)")
     parser.add_argument("--json", dest="json_file", help="write the results here")
     parser.add_argument("--variants", default="", help="comma-separated subset of variants to run")
+    parser.add_argument("--phases", action="store_true",
+                        help="also report where streamjoin's Python workers spend their time, per input row "
+                             "(python_us_per_row: pack, input, state_read, step, state_write, output)")
     args = parser.parse_args(argv)
+    if args.phases:  # before Spark starts: its Python workers inherit it (operators.state.PROFILE_DIR)
+        import os
+        import tempfile
+
+        os.environ["STREAMJOIN_PROFILE"] = tempfile.mkdtemp(prefix="sjphases-")
     module = importlib.import_module(BENCHMARKS[args.name])
     args.rows = args.rows or getattr(module, "DEFAULT_ROWS", 1_000_000)
     args.batches = args.batches or getattr(module, "DEFAULT_BATCHES", 10)
@@ -51,6 +59,10 @@ def main(argv=None) -> int:
         print(f"{name:24} {r['rows_per_s']:>10.0f} {r['batch_ms_median']:>16.0f} {r['batch_ms_max']:>13.0f} "
               f"{r['state_rows_max']:>15} {_shown(r['ratio_to_baseline']):>6} {_shown(r.get('cpu_us_per_row')):>11}"
               f" {_shown(r['cpu_ratio_to_baseline']):>10} {_shown(r.get('latency_growth')):>7}")
+    for name, r in results.items():
+        if r.get("python_us_per_row"):
+            split = ", ".join(f"{phase} {us}" for phase, us in r["python_us_per_row"].items())
+            print(f"{name:24} python us/row: {split}")
     _write(args, results)
     return 0
 

@@ -154,18 +154,19 @@ def _test(args) -> int:
 
 def _explain(args) -> int:
     from .plan.catalog import Catalog
+    from .lower import operator_table
     from .plan.explain import explain_text
     from .plan.statements import StatementPlanner
     from .sql import parse_script
 
-    planner = StatementPlanner(Catalog())
+    planner = StatementPlanner(Catalog(), operators=operator_table)
     for item in parse_script(Path(args.script).read_text()):
         planned = planner.plan(item)
         if planned.output:
             print(planned.output)
         if planned.query:
             print(f"-- {planned.query.query_id}")
-            print(explain_text(planned.query.plan))
+            print(explain_text(planned.query.plan, operator_table.declared_state))
     return 0
 
 

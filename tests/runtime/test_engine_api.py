@@ -43,6 +43,30 @@ def test_explain_shows_where_predicates_run_and_repartitions(spark, tmp_path):
     assert not engine.queries
 
 
+@pytest.mark.parametrize("query, states", [
+    ("SELECT * FROM l JOIN r WITHIN 1 MINUTE ON l.id = r.id", ["state stream_stream v1"]),
+    ("SELECT * FROM l JOIN t ON l.id = t.id", ["state stream_table v1"]),
+    ("SELECT l.id, COUNT(*) FROM l JOIN t ON l.id = t.id GROUP BY l.id", ["state aggregate v1", "state stream_table v1"]),
+    ("SELECT t.id, COUNT(*) FROM t GROUP BY t.id", ["state table_aggregate v1"]),
+    ("SELECT * FROM l WHERE id > 1", []),
+])
+def test_explain_shows_what_each_stateful_operator_keeps_from_its_declaration(query, states):
+    from streamjoin.lower import operator_table
+    from streamjoin.plan.catalog import Catalog
+    from streamjoin.plan.statements import StatementPlanner
+    from streamjoin.sql import parse_script
+
+    planner = StatementPlanner(Catalog(), operators=operator_table)
+    *_, explained = [planner.plan(item) for item in parse_script(
+        "CREATE STREAM l (id INT KEY, v STRING) WITH (kafka_topic='l', value_format='JSON');"
+        "CREATE STREAM r (id INT KEY, w STRING) WITH (kafka_topic='r', value_format='JSON');"
+        "CREATE TABLE t (id INT PRIMARY KEY, w STRING) WITH (kafka_topic='t', value_format='JSON');"
+        f"EXPLAIN {query} EMIT CHANGES;")]
+    lines = [line.strip() for line in explained.output.splitlines() if line.strip().startswith("state ")]
+    assert [line.split(" per ")[0] for line in lines] == states
+    assert all("purged: " in line for line in lines)
+
+
 def test_describe_lists_columns_and_key(spark, tmp_path):
     engine = Engine(spark, home=str(tmp_path))
     engine.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING) WITH (kafka_topic='t', value_format='JSON'); DESCRIBE t;")

@@ -48,3 +48,30 @@ def test_edits_elsewhere_keep_each_querys_checkpoint_and_a_changed_query_is_refu
 
     assert engine.reset("CSAS_J")
     assert _run(spark, tmp_path, changed) == {"CSAS_J": 8}  # started over: its output written again
+
+
+def test_a_checkpoint_whose_state_another_state_layout_wrote_is_refused_until_reset(spark, tmp_path):
+    """An operator's stored values are read as its current version lays them out: a checkpoint written by a
+    streamjoin whose operator stored them otherwise (here: a layout.json naming version 0, or one from before
+    versions were recorded) is refused before anything starts."""
+    import json
+
+    assert _run(spark, tmp_path, DDL + JOIN, INPUTS) == {"CSAS_J": 4}
+    [layout] = tmp_path.rglob("layout.json")
+    saved = json.loads(layout.read_text())
+    assert saved["query"]["state"] == ["stream_stream v1"]
+    for written, named in ((["stream_stream v0"], "stream_stream v0"), (None, "a layout from before state versions were recorded")):
+        if written is None:
+            del saved["query"]["state"]
+        else:
+            saved["query"]["state"] = written
+        layout.write_text(json.dumps(saved))
+        layout.with_name(".layout.json.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old text
+        engine = Engine(spark, home=str(tmp_path))
+        with pytest.raises(LayoutMismatch, match=rf"CSAS_J: .*\({named}; this version keeps stream_stream v1\).*--reset CSAS_J"):
+            engine.execute(DDL + JOIN)
+        assert not engine.queries and not spark.streams.active
+
+    engine = Engine(spark, home=str(tmp_path))
+    assert engine.reset("CSAS_J")
+    assert _run(spark, tmp_path, DDL + JOIN) == {"CSAS_J": 8}  # started over: its output written again

@@ -1,13 +1,16 @@
 """The operator of each join: ``streamjoin.operators.<Join.operator>`` (chosen when the join was bound,
-``plan.joins``), an object with the ``JoinOperator`` protocol. Every module the planner can choose exists;
-``check_supported`` still refuses, before anything starts, a join whose module could not be loaded."""
+``plan.joins``), an object with the ``JoinOperator`` protocol; GROUP BY's is ``operators.aggregate``. Every
+module the planner can choose exists; ``check_supported`` still refuses, before anything starts, a join whose
+module could not be loaded. ``declared_states`` gives what each stateful operator of a plan keeps, from the
+operators' own declarations (``operators.base.DeclaredState``)."""
 from __future__ import annotations
 
 import importlib
+from typing import Optional
 
 from ..errors import NotYetSupported
-from ..operators.base import JoinOperator
-from ..plan.nodes import Join
+from ..operators.base import DeclaredState, JoinOperator
+from ..plan.nodes import Aggregate, Join, PlanNode, walk
 
 
 def operator_for(join: Join) -> JoinOperator:
@@ -21,3 +24,19 @@ def operator_for(join: Join) -> JoinOperator:
 def check_supported(join: Join) -> None:
     """Refuse, before anything starts, a join whose operator cannot be loaded."""
     operator_for(join)
+
+
+def declared_state(node: PlanNode) -> Optional[DeclaredState]:
+    """What the operator running ``node`` keeps, or None for a node without state."""
+    if isinstance(node, Join):
+        return operator_for(node).state(node)
+    if isinstance(node, Aggregate):
+        from ..operators.aggregate import OPERATOR as AGGREGATE
+
+        return AGGREGATE.state(node)
+    return None
+
+
+def declared_states(plan: PlanNode) -> list[DeclaredState]:
+    """The state of every stateful operator of ``plan``, in plan order."""
+    return [state for state in map(declared_state, walk(plan)) if state is not None]

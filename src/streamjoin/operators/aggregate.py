@@ -33,7 +33,7 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, Long
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
@@ -114,7 +114,21 @@ def _scalar(v: Any) -> Any:
     return v
 
 
+STATE = DeclaredState(
+    "aggregate", 1,
+    keeps="one row per group: its grouping values and one accumulator per aggregate",
+    segments="chunks of the groups' change log",
+    purged="never: an unwindowed aggregate needs every group (as in ksqlDB)")
+
+
 class AggregateOperator:
+    def state(self, node: Aggregate) -> DeclaredState:
+        if node.input.kind == "TABLE":
+            from .table_aggregate import OPERATOR as TABLE_AGGREGATE
+
+            return TABLE_AGGREGATE.state(node)
+        return STATE
+
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         if node.input.kind == "TABLE":  # a changelog: each row counts once, in its current group
             from .table_aggregate import OPERATOR as TABLE_AGGREGATE

@@ -5,7 +5,8 @@ A join operator receives the two lowered inputs (DataFrames in the physical row 
 changelogs) and the bound ``Join`` node, and returns one DataFrame in the same layout holding the join's
 fields and its key columns. Time-driven operators also read the tick rows of ``ctx.records`` (see
 ``connectors.embedded_source``) so every state bucket sees the batch-end stream time. Each operator module states its algorithm, its state and when that state is
-purged in its docstring.
+purged in its docstring, and declares its state (``DeclaredState``, from its ``state(node)``) for EXPLAIN and
+for the query's checkpoint.
 """
 from __future__ import annotations
 
@@ -34,5 +35,25 @@ class LoweringContext:
     # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
     side_topics: tuple = ()
 
+@dataclass(frozen=True)
+class DeclaredState:
+    """What a stateful operator keeps in Spark's state store, per hash bucket of its join (or group) key
+    (``operators.state``). EXPLAIN prints it; ``name`` and ``version`` are saved in the query's checkpoint
+    layout (``runtime.checkpoint_layout``), and a checkpoint whose state another version wrote is refused
+    before the query starts: ``version`` goes up whenever a change to the operator makes the values it
+    stored before unreadable or wrong to read."""
+
+    name: str  # the operator, as checkpoints name it
+    version: int
+    keeps: str  # what a bucket holds
+    segments: str  # how a bucket's rows are split into the segments a batch reads and writes
+    purged: str  # when a stored row leaves
+
+    def describe(self) -> str:
+        return (f"state {self.name} v{self.version} per hash bucket: {self.keeps}; segments: {self.segments}; "
+                f"purged: {self.purged}")
+
+
 class JoinOperator(Protocol):
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame: ...
+    def state(self, join: Join) -> Optional[DeclaredState]: ...

@@ -39,7 +39,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from ..plan.joins import foreign_key_sides
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_names, payload, restore_integers,
     tag_side,
@@ -54,7 +54,18 @@ CHILD_SEGMENTS = 1 << 40  # stage 2 keeps two table logs; the children's segment
 META = (ROWTIME, SEQ, SUB, STREAM_TIME)
 
 
+STATE = DeclaredState(
+    "foreign_key", 1,
+    keeps="each live child's foreign key (stage 1); every live parent row and every live child row under its "
+          "foreign key (stage 2); the live result keys (stage 3)",
+    segments="chunks of each stage's change log",
+    purged="a row at its tombstone")
+
+
 class ForeignKeyJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         child_on = foreign_key_sides(join)[0]
         if child_on == "left":

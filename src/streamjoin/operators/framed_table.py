@@ -38,7 +38,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.frames import frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, integral_columns, key_index, key_names,
     payload, restore_integers, tag_side, tick_rows,
@@ -50,7 +50,17 @@ STREAM, TABLE = 0, 1
 MATCHED = -1  # segment number of the keys matched in the frame in progress (the table's chunks: 0, 1, ...)
 
 
+STATE = DeclaredState(
+    "framed_table", 1,
+    keeps="the table's live rows, and the keys matched in the frame in progress",
+    segments="chunks of the table's change log; one segment of matched keys",
+    purged="a table row at its delete; the matched keys when their frame closes")
+
+
 class FramedTableJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         stream_on_left = join.left.kind == "STREAM"
         preserved = {"LEFT": ("left",), "RIGHT": ("right",), "FULL": ("left", "right")}.get(join.join_type, ())

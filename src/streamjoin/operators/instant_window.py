@@ -46,7 +46,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.frames import Frame, frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, count_dropped, key_names, payload, tag_side, tick_rows
 from .state import run_segmented
 from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
@@ -54,7 +54,17 @@ from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
 SORD, OCOUNT, PENDING, CLOSE = "__sord", "__ocount", "__pending", "__close"
 
 
+STATE = DeclaredState(
+    "instant_window", 1,
+    keeps="the live rows of both sides: key, rowtime, ingestion order, payload, whether they await padding",
+    segments="slices of rowtime (the longer RANGE reach or tumbling unit, at least a minute)",
+    purged="a row once no row read later can share a window instant with it (ROWS: past the last n + 1)")
+
+
 class InstantWindowJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         frames = (frame_of(join.left_side.window), frame_of(join.right_side.window))
         keys = key_names(len(join.key))

@@ -32,12 +32,20 @@ from pyspark.sql import DataFrame
 
 from ..plan.intervals import interval_bounds
 from ..plan.nodes import Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .pair_condition import compile_condition, supported
-from .stream_stream import Window, lower_windowed
+from .stream_stream import STATE as WINDOWED_STATE, Window, lower_windowed
+
+
+STATE = DeclaredState(
+    WINDOWED_STATE.name, WINDOWED_STATE.version, keeps=WINDOWED_STATE.keeps, segments=WINDOWED_STATE.segments,
+    purged="a record once the watermark passes its close (after its null-padded row, if due)")
 
 
 class IntervalJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         bounds = interval_bounds(join)
         window = Window(

@@ -39,7 +39,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from ..errors import StatementError
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
 )
@@ -54,7 +54,18 @@ UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 
             "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
 
 
+STATE = DeclaredState(
+    "regular", 1,
+    keeps="per primary key each input's current row (stage 1); every live row of both sides by join key, "
+          "with the clock of its last change (stage 2)",
+    segments="chunks of each stage's change log",
+    purged="a row when retracted or replaced, or its 'table.exec.state.ttl' after its last change")
+
+
 class RegularJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         keys = key_names(len(join.join_key))
         ttl = parse_duration(ctx.properties.get(TTL_PROPERTY))

@@ -20,8 +20,10 @@ aggregate).
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import time
 import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -40,6 +42,34 @@ Idle = Callable[[Any, "pa.Table"], bool]  # (meta, a bucket's rows) -> whether t
 _STATE_SCHEMA = StructType([StructField("value", BinaryType())])
 _SEGMENT_KEY = StructType([StructField("segment", LongType())])
 META = "state"  # the state variable holding a group's counters (``rows``, ``dropped``), read by runtime.metrics
+
+
+# ------------------------------------------------------------------ where a Python worker's time goes
+
+PROFILE_DIR = os.environ.get("STREAMJOIN_PROFILE")  # set by ``benchmarks/run.py --phases``; off otherwise
+_PHASES: dict[str, float] = {}  # phase -> seconds this worker process spent in it
+
+
+def _timed(phase: str, started: float, excluding: float = 0.0) -> float:
+    """Add the time since ``started``, less ``excluding`` (time counted in other phases meanwhile), to
+    ``phase`` (when profiling); the current time."""
+    now = time.perf_counter()
+    if PROFILE_DIR:
+        _PHASES[phase] = _PHASES.get(phase, 0.0) + now - started - excluding
+    return now
+
+
+def _in_state() -> float:
+    return _PHASES.get("state_read", 0.0) + _PHASES.get("state_write", 0.0)
+
+
+def _write_phases() -> None:
+    """This worker's totals so far, in ``<PROFILE_DIR>/<pid>.json`` (``benchmarks.common`` sums the files)."""
+    if PROFILE_DIR:
+        path = os.path.join(PROFILE_DIR, f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as out:
+            json.dump(_PHASES, out)
+        os.replace(path + ".tmp", path)
 
 
 def _stored_bytes(value_state) -> bytes | None:
@@ -101,16 +131,22 @@ class _StoredSegments(Segments):
     def get(self, segment):
         frame = self.frames.get(segment)
         if frame is None:
+            started = time.perf_counter()
             frame = self.frames[segment] = pickle.loads(self.map.getValue((int(segment),))[0])
+            _timed("state_read", started)
         return frame
 
     def put(self, segment, frame):
+        started = time.perf_counter()
         self.map.updateValue((int(segment),), (pickle.dumps(frame, protocol=5),))
+        _timed("state_write", started)
         self.frames[segment] = frame
         self.changed = True
 
     def remove(self, segment):
+        started = time.perf_counter()
         self.map.removeKey((int(segment),))
+        _timed("state_write", started)
         self.frames.pop(segment, None)
         self.changed = True
 
@@ -170,25 +206,37 @@ class _SegmentedStateProcessor(StatefulProcessor):
         self.map = handle.getMapState("segments", _SEGMENT_KEY, _STATE_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
+        started = time.perf_counter()
         if self.step is None:
             self.step, self.idle = cloudpickle.loads(self.step_bytes)
         packed = unpacked_table([blob for frame in rows for blob in frame.iloc[:, -1]])  # ``packed_by``'s blobs
+        now = _timed("input", started)
         stored = _stored_bytes(self.state)
         meta = pickle.loads(stored) if stored is not None else None
+        now = _timed("state_read", now)
         if meta is not None and self.idle is not None and self.idle(meta, packed):
+            _timed("step", now)
+            _write_phases()
             return  # the batch changes nothing here: no frame built, no segment read, nothing written
         batch = as_frame(packed, self.input_columns)
+        now = _timed("input", now)
         entry = (self.identity, tuple(key))
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
+        in_state = _in_state()
         out, meta = self.step(meta, batch, segments)
+        now = _timed("step", now, excluding=_in_state() - in_state)  # segments read or written in the step
         if segments.changed or TOKEN not in meta:
             meta[TOKEN] = uuid.uuid4().hex
         value = pickle.dumps(meta, protocol=5)
         if value != stored:  # a batch that changed nothing (a tick with nothing due) writes nothing
             self.state.update((value,))
         _keep(entry, meta[TOKEN], segments.frames, segments.memo)
+        now = _timed("state_write", now)
         if len(out):  # an empty frame's columns may have no usable type
-            yield out.reindex(columns=self.columns)
+            out = out.reindex(columns=self.columns)
+            _timed("output", now)
+            yield out
+        _write_phases()
 
     def close(self) -> None:
         pass
@@ -230,11 +278,14 @@ def packed_by(df: "DataFrame", bucket: str) -> "DataFrame":
         batches = list(batches)
         if not batches or not sum(b.num_rows for b in batches):
             return
+        started = time.perf_counter()
         table = pa.Table.from_batches(batches)
         table = table.take(pc.sort_indices(table[bucket]))  # stable: each bucket keeps the partition's order
         buckets = table[bucket].to_numpy()
         starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
         blobs = [_ipc(table.slice(a, b - a)) for a, b in zip(starts, starts[1:])]
+        _timed("pack", started)
+        _write_phases()
         yield pa.RecordBatch.from_arrays([pa.array([int(buckets[a]) for a in starts[:-1]], pa.int32()),
                                           pa.array(blobs, pa.binary())], names=[bucket, PACKED])
 

@@ -48,7 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_only_clock, tick_rows,
 )
@@ -88,7 +88,18 @@ class Window:
         return self.before + self.after + self.grace
 
 
+STATE = DeclaredState(
+    "stream_stream", 1,
+    keeps="every record of both sides within its retention: key, time, ingestion order, payload, whether it "
+          "awaits its close",
+    segments="slices of event time (a quarter of the window, at least a minute)",
+    purged="a record retention (before + after + grace) behind its side's clock; whole segments unread")
+
+
 class StreamStreamJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         within = join.within
         window = Window(

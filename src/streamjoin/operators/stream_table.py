@@ -33,6 +33,8 @@ nothing else is purged (a table holds every live key, as in ksqlDB).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, Window
@@ -40,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
@@ -50,7 +52,19 @@ from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 STREAM, TABLE = 0, 1  # sort order within one record: a stream record looks up before its own table copy
 
 
+STATE = DeclaredState(
+    "stream_table", 1,
+    keeps="the table's live rows (join key, columns); with the Lenses exception, the padded stream records "
+          "waiting for their table row",
+    segments="chunks of the table's change log; one segment of waiting records",
+    purged="a table row at its tombstone (or when it fails the ON filter); a waiting record once stream time "
+           "passes its time + the retention")
+
+
 class StreamTableJoin:
+    def state(self, join: Join) -> Optional[DeclaredState]:
+        return None if join.static_table else STATE  # a table from a file: Spark's stream-static join
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         if join.left.kind == "STREAM":
             stream, stream_side, table, table_side = left, join.left_side, right, join.right_side

@@ -36,7 +36,7 @@ from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, result_type
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
@@ -46,7 +46,18 @@ RETRACT, ADD = 0, 1
 ACCUMULATORS = "__accs"  # stage 2's state column: a group's row count and accumulators
 
 
+STATE = DeclaredState(
+    "table_aggregate", 1,
+    keeps="the group and arguments of every live input row (stage 1); the accumulators of every group with "
+          "a row (stage 2)",
+    segments="chunks of each stage's change log",
+    purged="an input row at its tombstone; a group when its last row leaves")
+
+
 class TableAggregate:
+    def state(self, node: Aggregate) -> DeclaredState:
+        return STATE
+
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         for f, call in node.aggregates:
             if call.name not in UNDOABLE:

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
@@ -39,7 +39,17 @@ from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 LEFT, RIGHT = 0, 1
 
 
+STATE = DeclaredState(
+    "table_table", 1,
+    keeps="the current row of each side per key: columns, time, whether it matches",
+    segments="chunks of the change log",
+    purged="a side's row at its tombstone")
+
+
 class TableTableJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         keys = key_names(len(join.key))
         left_cols, right_cols = payload(left), payload(right)

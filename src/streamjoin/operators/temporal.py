@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
-from .base import LoweringContext
+from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
     key_names, payload, restore_integers, tag_side, take, tick_only_clock, tick_rows,
@@ -51,7 +51,18 @@ ORD, ALIVE = "__ord", "__alive"
 ORDER_SCALE = 1_000_000  # _sub of an emitted row: its time, then its ingestion order
 
 
+STATE = DeclaredState(
+    "temporal", 1,
+    keeps="per key the version valid at the watermark; versions after the watermark; stream records waiting "
+          "for the watermark",
+    segments="chunks of the valid versions' change log; one segment of later versions, one of waiting records",
+    purged="a waiting record when emitted; a version when the next one of its key becomes valid, or at a delete")
+
+
 class TemporalJoin:
+    def state(self, join: Join) -> DeclaredState:
+        return STATE
+
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         keys = key_names(len(join.key))
         stream_cols, table_cols = payload(left), payload(right)

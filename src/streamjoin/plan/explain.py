@@ -1,15 +1,19 @@
 """EXPLAIN and DESCRIBE text: each plan node describes itself; this module indents the tree."""
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from .catalog import SourceInfo
 from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
 
 
-def explain_text(plan: PlanNode) -> str:
+def explain_text(plan: PlanNode, state_of: Optional[Callable] = None) -> str:
+    """The plan as text; ``state_of(node)`` (``lower.operator_table.declared_state``), when given, says what
+    each stateful operator keeps."""
     lines = ["Logical plan:"]
     _tree(plan, 1, lines)
     lines.append("Physical plan:")
-    lines.extend("  " + line for line in _physical(plan))
+    lines.extend("  " + line for line in _physical(plan, state_of or (lambda node: None)))
     return "\n".join(lines)
 
 
@@ -20,7 +24,7 @@ def _tree(node: PlanNode, depth: int, lines: list[str]) -> None:
         _tree(child, depth + 1, lines)
 
 
-def _physical(plan: PlanNode) -> list[str]:
+def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
     """Where work runs in Spark: repartitions (shuffles), stateful operators and their state."""
     out = ["Source: streamjoin_topics (one stream over every input topic, in ingestion order)"]
     stack = [plan]
@@ -32,9 +36,12 @@ def _physical(plan: PlanNode) -> list[str]:
             out.append("Broadcast hash join of the stream with the table loaded once from its file (stream-static: no state)")
         elif isinstance(node, Join):
             out.append(f"Repartition both inputs by a hash bucket of the join key; operator operators.{node.operator} "
-                       f"({node.shape}), state kept per bucket")
+                       f"({node.shape})")
         if isinstance(node, Aggregate):
-            out.append("Repartition by the GROUP BY key; Spark streaming aggregation, state: one row per group")
+            out.append("Repartition by a hash bucket of the GROUP BY key; operator operators.aggregate")
+        state = state_of(node)
+        if state is not None:
+            out.append("  " + state.describe())
         if isinstance(node, Sink):
             out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
         stack.extend(node.inputs)

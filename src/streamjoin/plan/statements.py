@@ -5,7 +5,7 @@ Planning never touches Spark, so a whole script is planned (and validated) befor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Optional, Protocol
 
 from ..errors import StatementError
 from ..sql import ast
@@ -41,11 +41,19 @@ class PlannedStatement:
     pump_action: Optional[str] = None  # 'START' or 'STOP'
 
 
+class Operators(Protocol):
+    """What the planner asks of the operators (``lower.operator_table``, handed in by whoever runs the plans):
+    whether a join's operator exists, and what state an operator keeps (for EXPLAIN)."""
+
+    def check_supported(self, join: Join) -> None: ...  # raises NotYetSupported
+    def declared_state(self, node: PlanNode): ...  # operators.base.DeclaredState, or None
+
+
 class StatementPlanner:
-    def __init__(self, catalog: Catalog, *, check_operators=None):
+    def __init__(self, catalog: Catalog, *, operators: Optional[Operators] = None):
         self.catalog = catalog
         self.binder = Binder(catalog)
-        self.check_operators = check_operators  # callable(join) raising NotYetSupported, or None
+        self.operators = operators
         self._query_count = 0  # transient queries, numbered
         self._inserts: dict[str, int] = {}  # sink -> INSERT INTO queries planned into it
 
@@ -123,7 +131,8 @@ class StatementPlanner:
             inner = self._plan(stmt.statement, item)
             from .explain import explain_text
 
-            text = explain_text(inner.query.plan) if inner.query else f"{type(stmt.statement).__name__}: no query"
+            state_of = self.operators.declared_state if self.operators is not None else None
+            text = explain_text(inner.query.plan, state_of) if inner.query else f"{type(stmt.statement).__name__}: no query"
             return PlannedStatement(item, query=None, output=text)
         if isinstance(stmt, ast.Describe):
             from .explain import describe_text
@@ -218,10 +227,10 @@ class StatementPlanner:
 
     def _check(self, plan: PlanNode) -> None:
         validate(plan)
-        if self.check_operators is not None:
+        if self.operators is not None:
             for node in walk(plan):
                 if isinstance(node, Join):
-                    self.check_operators(node)
+                    self.operators.check_supported(node)
 
 
 def _renamed(plan: PlanNode, columns: tuple[str, ...], target: ast.Ident) -> PlanNode:

@@ -4,10 +4,12 @@ Stateful operators hash each join (or group) key into one of N buckets and keep 
 (``operators.keyed_inputs.bucketed``). Under another N a key hashes to another bucket, whose state knows
 nothing of it: a restart must use the N the checkpoint was written with. A checkpoint also only serves the
 query it was written by: another window, join or projection would read state (and offsets) laid down for
-something else. So ``<checkpoint>/layout.json`` holds the count and the query's *fingerprint* (its
-statement and the declarations of what it reads, each with its whitespace collapsed), written when the
-query first starts, read through Hadoop's FileSystem (so any checkpoint URI Spark can write works), and
-checked before any query of a script starts. A query that changed is refused, naming what changed;
+something else, and an operator's state only the streamjoin whose state layout wrote it. So
+``<checkpoint>/layout.json`` holds the count and the query's *fingerprint* (its statement and the
+declarations of what it reads, each with its whitespace collapsed, and the name and version of each of its
+operators' state, ``operators.base.DeclaredState``), written when the query first starts, read through
+Hadoop's FileSystem (so any checkpoint URI Spark can write works), and checked before any query of a script
+starts. A query that changed, or whose state an older layout wrote, is refused, naming what changed;
 ``streamjoin run --reset QUERY`` starts it over. Editing other statements of the script changes neither the
 query's id (``plan.statements``) nor its fingerprint.
 """
@@ -50,23 +52,34 @@ def state_buckets(spark: SparkSession, query_id: str, checkpoint: str, propertie
 
 
 def check_fingerprint(spark: SparkSession, query_id: str, checkpoint: str, fingerprint: dict) -> None:
-    """Refuse to run ``query_id`` from a checkpoint written by another query (a layout written before
-    fingerprints were saved is taken as it is)."""
+    """Refuse to run ``query_id`` from a checkpoint written by another query, or holding operator state that
+    another state layout wrote (a layout written before fingerprints were saved is taken as it is)."""
     saved = (_read(spark, checkpoint) or {}).get("query")
     if saved is None or saved == fingerprint:
         return
+    again = (f"Run it with --reset {query_id} to start it over from its inputs' beginning (its sink then receives its "
+             f"whole output again)")
     changed = [f"{part}: was `{saved.get(part)}`, now `{fingerprint.get(part)}`"
                for part in ("statement", "sources") if saved.get(part) != fingerprint.get(part)]
+    if changed:
+        raise LayoutMismatch(
+            f"query {query_id} changed since its checkpoint ({checkpoint}) was written, and its state cannot serve "
+            f"the new query. " + "; ".join(changed) + f". {again}, or undo the change.")
+    if saved.get("state", []) == fingerprint["state"]:
+        return  # a query without state, whose layout was written before state versions were recorded
+    written = ", ".join(saved.get("state") or []) or "a layout from before state versions were recorded"
     raise LayoutMismatch(
-        f"query {query_id} changed since its checkpoint ({checkpoint}) was written, and its state cannot serve the "
-        f"new query. " + "; ".join(changed) + f". Run it with --reset {query_id} to start it over from its inputs' "
-        f"beginning (its sink then receives its whole output again), or undo the change.")
+        f"query {query_id}: its checkpoint ({checkpoint}) holds operator state written by another version of "
+        f"streamjoin ({written}; this version keeps {', '.join(fingerprint['state'])}), which it cannot read. "
+        f"{again}, or run it with the streamjoin that wrote the checkpoint.")
 
 
-def fingerprint(statement_text: str, sources) -> dict:
-    """What a checkpoint is written for: the query's statement and the declarations of its sources."""
+def fingerprint(statement_text: str, sources, states) -> dict:
+    """What a checkpoint is written for: the query's statement, the declarations of its sources, and the
+    layouts of its operators' state (``DeclaredState``s, in plan order)."""
     return {"statement": " ".join(statement_text.split()),
-            "sources": sorted(_declared(source) for source in sources)}
+            "sources": sorted(_declared(source) for source in sources),
+            "state": [f"{state.name} v{state.version}" for state in states]}
 
 
 def _declared(source) -> str:

@@ -25,7 +25,7 @@ from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTo
 from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
-from ..lower.operator_table import check_supported
+from ..lower import operator_table
 from ..lower.sink import avro_writer_schema, encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
@@ -112,7 +112,7 @@ class Engine:
 
     def plan(self, sql: str) -> list[PlannedStatement]:
         """Parse, bind and validate a script against a copy of the catalog; nothing is started."""
-        planner = StatementPlanner(_copy(self.catalog), check_operators=check_supported)
+        planner = StatementPlanner(_copy(self.catalog), operators=operator_table)
         return [planner.plan(item) for item in parse_script(sql)]
 
     def execute(self, sql: str, *, start: bool = True) -> list[RunningQuery]:
@@ -121,7 +121,7 @@ class Engine:
         With ``start=False`` the queries wait in ``pending`` until ``start_pending()`` (the conformance
         runner produces a case's inputs in between)."""
         self._check(sql)  # refuse before any side effect
-        planner = StatementPlanner(self.catalog, check_operators=check_supported)
+        planner = StatementPlanner(self.catalog, operators=operator_table)
         started = []
         for item in parse_script(sql):
             planned = planner.plan(item)
@@ -167,7 +167,7 @@ class Engine:
         """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint: layout, fingerprint, and
         that no query of that id runs already."""
         catalog = _copy(self.catalog)
-        planner = StatementPlanner(catalog, check_operators=check_supported)
+        planner = StatementPlanner(catalog, operators=operator_table)
         running = {q.query_id for q in self.queries}
         for item in parse_script(sql):
             planned = planner.plan(item).query
@@ -201,7 +201,7 @@ class Engine:
             elif planned.query:
                 from ..plan.explain import explain_text
 
-                texts.append(explain_text(planned.query.plan))
+                texts.append(explain_text(planned.query.plan, operator_table.declared_state))
         return "\n\n".join(texts)
 
     def dataframe(self, query: RunningQuery | str) -> DataFrame:
@@ -282,7 +282,8 @@ def _fingerprint(planned: PlannedQuery) -> dict:
     text = planned.statement.text
     if isinstance(planned.statement.statement, ast.CreatePump):  # STARTED / STOPPED is no change to the query
         text = text[re.search(r"(?i)\bas\s+insert\b", text).start():]
-    return fingerprint(text, [n.source for n in walk(planned.plan) if isinstance(n, Scan)])
+    return fingerprint(text, [n.source for n in walk(planned.plan) if isinstance(n, Scan)],
+                       operator_table.declared_states(planned.plan))
 
 
 def _copy(catalog: Catalog) -> Catalog:
