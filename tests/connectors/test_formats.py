@@ -39,3 +39,30 @@ def test_rows_written_as_avro_read_back_as_json():
 ])
 def test_a_batch_limit_is_shared_between_partitions(cap, available, expected):
     assert _share(cap, available) == expected
+
+
+PROTOBUF_CASES = [  # (columns, row, the message's bytes, the row read back)
+    ([("NAME", "string"), ("V", "bigint")], {"NAME": "a", "V": 1}, b"\x0a\x01a\x10\x01", {"NAME": "a", "V": 1}),
+    # proto3: a null scalar is not written, and reads back as its default
+    ([("NAME", "string"), ("V", "bigint"), ("OK", "boolean")], {"NAME": None, "V": None, "OK": None}, b"",
+     {"NAME": "", "V": 0, "OK": False}),
+    # a STRUCT is a nested message: present even with no field set, null when absent
+    ([("S", "struct<A:int>")], {"S": {"A": None}}, b"\x0a\x00", {"S": {"A": 0}}),
+    ([("S", "struct<A:int>")], {"S": None}, b"", {"S": None}),
+    ([("L", "array<int>"), ("M", "map<string,int>")], {"L": [1, 2], "M": {"k": 3}}, b"\x0a\x02\x01\x02\x12\x05\x0a\x01k\x10\x03",
+     {"L": [1, 2], "M": {"k": 3}}),
+    # confluent.type.Decimal: unscaled big-endian two's complement, precision, scale
+    ([("D", "decimal(10,2)")], {"D": "-12.50"}, b"\x0a\x08\x0a\x02\xfb\x1e\x10\x04\x18\x02", {"D": -12.5}),
+]
+
+
+@pytest.mark.parametrize("columns, row, wire, read", PROTOBUF_CASES)
+def test_protobuf_values_as_ksqldb_derives_their_message(columns, row, wire, read):
+    import json
+
+    from streamjoin.connectors.protobuf_format import protobuf_value_as_json, value_of
+
+    assert value_of(columns, row) == wire
+    assert json.loads(protobuf_value_as_json(columns, wire)) == read
+    framed = b"\x00\x00\x00\x00\x2a\x00" + wire  # the Schema Registry's framing: magic byte, id 42, first message
+    assert json.loads(protobuf_value_as_json(columns, framed)) == read

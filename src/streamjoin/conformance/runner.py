@@ -22,7 +22,7 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from ..connectors.formats import avro_value_as_json, encode_key, encode_value
+from ..connectors.formats import encode_key, encode_value, value_as_json
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, ORDER_PROPERTY, Engine
@@ -154,10 +154,10 @@ def _read_sinks(engine: Engine, expected_topics: set[str]) -> list[dict]:
     dead = engine.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
     if dead.casefold() in expected_topics and engine.store.exists(dead):
         topics.append(dead)
-    schemas = {q.topic: q.value_schema for q in engine.queries if q.value_schema}
+    writers = {q.topic: q.value_writer for q in engine.queries if q.value_writer}
     out = []
     for topic in topics:
         for r in engine.store.records(topic):
-            value = r.value if r.value is None or topic not in schemas else avro_value_as_json(schemas[topic], r.value)
+            value = r.value if r.value is None or topic not in writers else value_as_json(writers[topic], r.value)
             out.append(actual_record(topic, r.key, value, r.timestamp))
     return out

@@ -1,4 +1,5 @@
-"""Value formats: their names, and the Avro conversions Spark cannot do without its (Maven-only) Avro package.
+"""Value formats: their names, and the Avro and protobuf conversions Spark cannot do without its (Maven-only)
+Avro and protobuf packages.
 
 - ``JSON`` (default): an object per record; fields match columns by name.
 - ``DELIMITED`` (ksqlDB) or ``csv`` (Flink): the columns in declared order, separated by ``VALUE_DELIMITER``
@@ -6,6 +7,8 @@
 - ``AVRO``: plain Avro binary (no registry framing) written with the schema in the ``VALUE_AVRO_SCHEMA``
   property or, without it, the schema streamjoin derives from the columns (a record of nullable fields,
   as ksqlDB writes them).
+- ``PROTOBUF`` / ``PROTOBUF_NOSR`` (ksqlDB): a proto3 message derived from the columns
+  (``connectors.protobuf_format``).
 - ``debezium-json`` (Flink): a changelog envelope; see ``lower.decode``.
 
 Avro records are turned into JSON text (read) and built from rows (write) in Python with fastavro, in
@@ -24,8 +27,9 @@ from typing import Any, Callable, Iterator, Optional
 import pyarrow as pa
 
 VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
-                 "DEBEZIUM-JSON": "DEBEZIUM-JSON"}
-AVRO_ERROR = "__avro_error"
+                 "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF"}
+BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
+BINARY_ERROR = "__binary_error"  # why a binary value could not be read
 
 
 def normalise_format(name: str) -> Optional[str]:
@@ -114,7 +118,7 @@ def _json_default(value):
 
 def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each Avro ``value`` becomes JSON text of its record, fields renamed to
-    the declared ``columns`` (matched case-insensitively); ``AVRO_ERROR`` says why a value could not be read."""
+    the declared ``columns`` (matched case-insensitively); ``BINARY_ERROR`` says why a value could not be read."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import fastavro
@@ -140,17 +144,53 @@ def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Ca
                     errors.append(f"the value is not AVRO with the schema of {source} ({type(err).__name__})")
             index = batch.schema.get_field_index("value")
             batch = batch.set_column(index, "value", pa.array(values, pa.binary()))
-            yield batch.append_column(AVRO_ERROR, pa.array(errors, pa.string()))
+            yield batch.append_column(BINARY_ERROR, pa.array(errors, pa.string()))
 
     return convert
 
 
-def avro_value_as_json(schema_text: str, raw: bytes) -> bytes:
-    """One Avro value (no framing) as the JSON text of its record."""
+def value_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
+    """One value of a binary format as the JSON text of its record, given its writer (``writer_schema``)."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import protobuf_value_as_json
+
+        return protobuf_value_as_json([tuple(c) for c in json.loads(schema_text)], raw)
     import fastavro
 
     record = fastavro.schemaless_reader(io.BytesIO(raw), fastavro.parse_schema(json.loads(schema_text)))
     return json.dumps(record, default=_json_default).encode()
+
+
+def writer_schema(fmt: str, properties: dict, record_name: str, columns: list[tuple[str, str]]) -> Optional[tuple[str, str]]:
+    """(format, schema text) values of a binary format are written with: an Avro schema (``avro_schema_text``),
+    or the columns a protobuf message is derived from; None for a text format."""
+    if fmt == "AVRO":
+        return fmt, avro_schema_text(properties, record_name, columns)
+    if fmt == "PROTOBUF":
+        return fmt, json.dumps(columns)
+    return None
+
+
+def binary_as_json(writer: tuple[str, str], columns: list[str], source: str):
+    """A ``mapInArrow`` function: each binary ``value`` (``writer_schema``) becomes JSON text of its record;
+    ``BINARY_ERROR`` says why a value could not be read."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import protobuf_values_to_json
+
+        return protobuf_values_to_json([tuple(c) for c in json.loads(schema_text)], source, BINARY_ERROR)
+    return avro_values_to_json(schema_text, columns, source)
+
+
+def rows_to_binary(writer: tuple[str, str], row_column: str):
+    """A ``mapInArrow`` function replacing the struct column ``row_column`` by its binary ``value``."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import rows_to_protobuf
+
+        return rows_to_protobuf([tuple(c) for c in json.loads(schema_text)], row_column)
+    return rows_to_avro(schema_text, row_column)
 
 
 def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -192,13 +232,18 @@ def encode_key(key: Any, source=None) -> Optional[bytes]:
 
 def encode_value(value: Any, source=None) -> Optional[bytes]:
     """A record value (an object of column values) in ``source``'s value format: JSON by default; a string
-    for a DELIMITED or AVRO topic is the raw value (bad input for an AVRO one); an object for a DELIMITED
-    topic is its columns in declared order, for an AVRO one a record of the source's Avro schema."""
+    for a DELIMITED, AVRO or PROTOBUF topic is the raw value (bad input for a binary one); an object for a
+    DELIMITED topic is its columns in declared order, for an AVRO one a record of the source's Avro schema,
+    for a PROTOBUF one the message derived from its columns."""
     if value is None:
         return None
     fmt = source.value_format if source is not None else "JSON"
-    if isinstance(value, str) and fmt in ("DELIMITED", "AVRO"):
+    if isinstance(value, str) and fmt in ("DELIMITED", *BINARY_FORMATS):
         return value.encode()
+    if fmt == "PROTOBUF":
+        from .protobuf_format import value_of
+
+        return value_of([(c.name, c.type) for c in source.value_columns], value)
     if fmt == "DELIMITED":
         given = {k.casefold(): v for k, v in value.items()}
         cells = ["" if given.get(c.name.casefold()) is None else str(given[c.name.casefold()]) for c in source.value_columns]

@@ -5,7 +5,7 @@ row has one column per field id, plus ``_rowtime`` (event time, ms), ``_seq`` (i
 (0), ``_stream_time`` (from the source, when the query needs a clock) and, on a TABLE, ``_tombstone`` (the record deletes its key). On a STREAM, records with a null
 value are ignored (DIALECT §1).
 
-Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO (turned into JSON text first)
+Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO or PROTOBUF (turned into JSON text first)
 or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`` row, ``d`` deletes the
 ``before`` row's key; the null-value record after a delete is skipped); keys in KAFKA format (a single
 primitive written as text) or JSON. Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
@@ -32,7 +32,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
-from ..connectors.formats import AVRO_ERROR, avro_schema_text, avro_values_to_json, delimiter_of
+from ..connectors.formats import BINARY_ERROR, BINARY_FORMATS, binary_as_json, delimiter_of, writer_schema
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
@@ -55,8 +55,8 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
-    if source.value_format == "AVRO":
-        df = _avro_as_json(df, source)
+    if source.value_format in BINARY_FORMATS:
+        df = _binary_as_json(df, source)
     parsed = _value_parser(source)
     if decoded_column(source.topic) in df.columns:
         parsed = _decoded_by_reader(source, otherwise=parsed)
@@ -141,8 +141,8 @@ def _decode_error(source, parsed: Column) -> Column:
     if source.changelog_format == "debezium-json":
         error = F.coalesce(error, F.when(F.col("value").isNotNull() & ~parsed.getField("op").isin(*DEBEZIUM_OPS),
                                          F.lit("the debezium-json 'op' is not c, r, u or d")))
-    if source.value_format == "AVRO":
-        error = F.coalesce(F.col(AVRO_ERROR), error)
+    if source.value_format in BINARY_FORMATS:
+        error = F.coalesce(F.col(BINARY_ERROR), error)
     key_cols = [c for c in source.columns if c.origin == "key"]
     if len(key_cols) == 1:
         col = key_cols[0]
@@ -152,12 +152,12 @@ def _decode_error(source, parsed: Column) -> Column:
     return error
 
 
-def _avro_as_json(df: DataFrame, source) -> DataFrame:
-    """Avro values as JSON text of the same record (``connectors.formats``), for the JSON decoder."""
+def _binary_as_json(df: DataFrame, source) -> DataFrame:
+    """Avro or protobuf values as JSON text of the same record (``connectors.formats``), for the JSON decoder."""
     value_cols = [(c.name, c.type) for c in source.columns if c.origin == "value"]
-    schema = avro_schema_text(dict(source.properties), source.name, value_cols)
-    out = StructType(df.schema.fields + [StructField(AVRO_ERROR, StringType())])
-    return df.mapInArrow(avro_values_to_json(schema, [n for n, _ in value_cols], source.name), out)
+    writer = writer_schema(source.value_format, dict(source.properties), source.name, value_cols)
+    out = StructType(df.schema.fields + [StructField(BINARY_ERROR, StringType())])
+    return df.mapInArrow(binary_as_json(writer, [n for n, _ in value_cols], source.name), out)
 
 
 def _decoded(df: DataFrame, scan: Scan) -> DataFrame:

@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from ..connectors.formats import avro_schema_text, delimiter_of, rows_to_avro
+from ..connectors.formats import delimiter_of, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Sink
 from .decode import unwrapped_value
 
@@ -25,9 +25,9 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
     key = _key(sink, target.key_format).alias("key")
-    if target.value_format == "AVRO":
-        schema = avro_writer_schema(sink, df)
-        return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_avro(schema, "__row"), RECORD_SCHEMA)
+    writer = value_writer(sink, df)
+    if writer is not None:
+        return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
     if target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
     elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
@@ -39,13 +39,12 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     return df.select(key, value.cast("binary").alias("value"), *meta)
 
 
-def avro_writer_schema(sink: Sink, df: DataFrame) -> Optional[str]:
-    """The Avro schema an AVRO sink writes its values with (from the result's columns, or the sink's own
-    ``VALUE_AVRO_SCHEMA``); None for other formats. Readers of the topic decode with it."""
-    if sink.target.value_format != "AVRO":
-        return None
+def value_writer(sink: Sink, df: DataFrame) -> Optional[tuple[str, str]]:
+    """(format, schema) a binary sink (AVRO, PROTOBUF) writes its values with, from the result's columns (or
+    the sink's own ``VALUE_AVRO_SCHEMA``): ``connectors.formats.writer_schema``; None for text formats.
+    Readers of the topic decode with it."""
     columns = [(sink.input.field(fid).name, df.schema[fid].dataType.simpleString()) for fid in sink.value_fields]
-    return avro_schema_text(dict(sink.target.properties), sink.target.name, columns)
+    return writer_schema(sink.target.value_format, dict(sink.target.properties), sink.target.name, columns)
 
 
 def _timestamp(sink: Sink, df: DataFrame) -> Column:

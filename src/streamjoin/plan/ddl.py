@@ -64,6 +64,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
 
     connector = str(props.get("connector", "kafka")).lower()
     value_format = value_format_of(props, stmt.pos)
+    check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos)
     changelog = value_format.lower() if value_format.lower() in CHANGELOG_FORMATS else None
     kind = _kind(stmt, style, connector, changelog, key_columns)
     if changelog and not key_columns:
@@ -215,6 +216,17 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
         known = ", ".join(sorted({f for f in VALUE_FORMATS}))
         raise StatementError(f"value format {declared} is not supported (use one of {known})", rule="value-format", pos=pos)
     return fmt
+
+
+def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos) -> None:
+    """Refuse value columns the format cannot hold (a PROTOBUF array of arrays)."""
+    if value_format == "PROTOBUF":
+        from ..connectors.protobuf_format import check_columns
+
+        try:
+            check_columns(columns)
+        except ValueError as err:
+            raise StatementError(f"{name}: {err}", rule="value-format", pos=pos) from None
 
 
 def _find(columns: list[ColumnInfo], name: str) -> Optional[ColumnInfo]:

@@ -12,7 +12,10 @@ from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .ddl import LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, key_format_of, properties_dict, source_from_ddl, value_format_of
+from .ddl import (
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, properties_dict, source_from_ddl,
+    value_format_of,
+)
 from .scope import restart_ids
 from .settings import check_setting
 from .nodes import Join, PlanNode, Project, Repartition, Scan, Sink, walk
@@ -207,6 +210,7 @@ class StatementPlanner:
                 key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name),
             )
+            check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
             self.catalog.add_source(target)
         visible = [f for f in plan.fields if not f.hidden]
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)

@@ -26,7 +26,7 @@ from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
 from ..lower import operator_table
-from ..lower.sink import avro_writer_schema, encode
+from ..lower.sink import value_writer, encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
@@ -56,7 +56,7 @@ class RunningQuery:
     store: object = None  # where its topics live (TopicStore or KafkaTopics)
     dead_letter_topic: str = DEAD_LETTER_TOPIC
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
-    value_schema: str | None = None  # an AVRO sink's writer schema (JSON text)
+    value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
 
     def rows_written(self) -> int:
         return getattr(self.writer, "rows_written", 0)
@@ -275,7 +275,7 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, dead_letter_topic, write, avro_writer_schema(sink, lowered))
+                            self.store, dead_letter_topic, write, value_writer(sink, lowered))
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
