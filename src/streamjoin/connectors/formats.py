@@ -9,6 +9,8 @@ Avro and protobuf packages.
   as ksqlDB writes them).
 - ``PROTOBUF`` / ``PROTOBUF_NOSR`` (ksqlDB): a proto3 message derived from the columns
   (``connectors.protobuf_format``).
+- ``KAFKA`` (ksqlDB): the value is one primitive column, written as its text, as streamjoin writes a KAFKA key
+  (ksqlDB joins and groups no source in it: ``validate.rules``).
 - ``debezium-json`` (Flink): a changelog envelope; see ``lower.decode``.
 
 Avro records are turned into JSON text (read) and built from rows (write) in Python with fastavro, in
@@ -27,7 +29,8 @@ from typing import Any, Callable, Iterator, Optional
 import pyarrow as pa
 
 VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
-                 "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF"}
+                 "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF", "KAFKA": "KAFKA"}
+KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
 BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
 BINARY_ERROR = "__binary_error"  # why a binary value could not be read
 
@@ -244,6 +247,10 @@ def encode_value(value: Any, source=None) -> Optional[bytes]:
         from .protobuf_format import value_of
 
         return value_of([(c.name, c.type) for c in source.value_columns], value)
+    if fmt == "KAFKA":
+        if isinstance(value, dict):
+            value = next(iter(value.values()), None)
+        return None if value is None else encode_key(value)
     if fmt == "DELIMITED":
         given = {k.casefold(): v for k, v in value.items()}
         cells = ["" if given.get(c.name.casefold()) is None else str(given[c.name.casefold()]) for c in source.value_columns]

@@ -117,6 +117,10 @@ def _value_parser(source) -> Column:
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
         return F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
                            {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+    if source.value_format == "KAFKA":  # one primitive column, as its text (connectors.formats)
+        fields = [text.cast(c.type).alias(c.name) for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
+        bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
+        return F.struct(*fields, F.when(bad, text).alias(CORRUPT))
     if source.value_format == "DELIMITED":
         return F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
                           "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})

@@ -97,6 +97,8 @@ def _call(e: ast.Call) -> Column:
     if e.name == "PROCTIME":
         return F.current_timestamp()
     args = [compile_expr(a) for a in e.args]
+    if e.name == "AS_VALUE" and len(args) == 1:  # ksqlDB: a key column's value, copied into the value
+        return args[0]
     if e.name in ("SUBSTR", "SUBSTRING") and len(args) == 2:
         args.append(F.lit(2_147_483_647))
     name = FUNCTIONS.get(e.name, e.name.lower())

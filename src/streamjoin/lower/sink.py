@@ -28,7 +28,11 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     writer = value_writer(sink, df)
     if writer is not None:
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
-    if target.value_format == "DELIMITED":
+    if target.value_format == "KAFKA":  # one primitive column, as its text
+        value = F.col(sink.value_fields[0]).cast("string") if sink.value_fields else F.lit(None).cast("string")
+        if TOMBSTONE in df.columns:
+            value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
+    elif target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
     elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
         value = F.regexp_extract(F.to_json(F.array(F.col(sink.value_fields[0])), TO_JSON), r"^\[(.*)\]$", 1)

@@ -6,8 +6,10 @@ a change of a parent updates (or deletes) every child row pointing at it, a chan
 moves its result to the new parent. INNER: a child row with its parent; child-preserving outer join (ksqlDB
 LEFT): a child row with its parent or nulls. Parent-preserving outer joins, which ksqlDB lacks, add one row
 per parent without matching children, keyed by (null child key, parent key), so the result key is then
-(child key, join key). A tombstone is emitted only for a result row that existed. Output time is the later
-of the triggering change and the rows joined.
+(child key, join key). A tombstone is emitted only for a result row that existed, except that, as in Kafka
+Streams' foreign-key join, deleting a child in an INNER join always emits one (its subscription is deleted
+and the empty response propagated), at the later of the delete and its parent's time. Output time is the
+later of the triggering change and the rows joined.
 
 Algorithm: three keyed stages, as Kafka Streams' subscription/response design, each on
 ``operators.state`` with rows grouped by a hash bucket:
@@ -17,7 +19,8 @@ Algorithm: three keyed stages, as Kafka Streams' subscription/response design, e
    and parent change, in ingestion order, emits the new result of each affected child (and, when parents
    are preserved, of the parent's own row), as a row or a "no row" marker;
 3. by result key — remember which result keys exist; per key and input record the last event wins: a row
-   is emitted, a "no row" marker becomes a tombstone only if the key existed.
+   is emitted, a "no row" marker becomes a tombstone only if the key existed (or it is a deleted INNER
+   child's, ``ALWAYS``).
 The events of one input record carry its ingestion order and are numbered leave-before-join, so the output
 order does not depend on batch cuts.
 
@@ -50,6 +53,7 @@ EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
 SUB_STRIDE = 1_000_000  # output _sub = event kind * stride + position among the record's results
 TIME = "__time"  # in stage 2's state: the time of a row's last change
+ALWAYS = "__always"  # on stage 2's output: a tombstone emitted whether or not its key has a row
 CHILD_SEGMENTS = 1 << 40  # stage 2 keeps two table logs; the children's segments are numbered from here
 META = (ROWTIME, SEQ, SUB, STREAM_TIME)
 
@@ -95,7 +99,7 @@ class ForeignKeyJoin:
             + [StructField(c, LongType()) for c in META] + [StructField(TOMBSTONE, BooleanType())])
         step = _parent_step(child_key, keys, child_cols, parent_cols, list(join.join_key), child_outer, parent_outer,
                             integral_columns(both, child_key + keys))
-        results = run_segmented(both, BUCKET, step, result_schema)
+        results = run_segmented(both, BUCKET, step, StructType(result_schema.fields + [StructField(ALWAYS, BooleanType())]))
 
         out_key = list(join.key)
         return run_segmented(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema)
@@ -175,9 +179,9 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
             fk = _clean(fk)
             emitted: list[tuple] = []
 
-            def emit(child_row, parent_row, time, tombstone=False):
+            def emit(child_row, parent_row, time, tombstone=False, always=False):
                 emitted.append(child_row + parent_row + tuple(fk) + (int(time), int(seq),
-                               int(event) * SUB_STRIDE + len(emitted), int(st), tombstone))
+                               int(event) * SUB_STRIDE + len(emitted), int(st), tombstone, always))
 
             def result(pk):
                 c_row, c_time, c_ok = children[fk][pk]
@@ -217,7 +221,9 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
                     if not kids:
                         children.pop(fk, None)
                     if event == LEAVE_DELETED or parent_outer:  # the row keyed (child, old parent) is gone
-                        emit(_with_key(no_child, positions, pk), no_parent, t, True)
+                        p = parents.get(fk)
+                        emit(_with_key(no_child, positions, pk), no_parent, max(t, p[1]) if p is not None else t, True,
+                             always=event == LEAVE_DELETED and not child_outer and not parent_outer)
             if parent_outer:
                 parent_only()
             out.extend(emitted)
@@ -226,7 +232,7 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
         child_changes = as_changes(flat, loaded_children, keys + pk_names, child_cols + [TIME, OK])
         meta["rows"] = (len(apply_changes(meta["parents"], segments, stored_parents, parent_changes, keys))
                         + len(apply_changes(meta["children"], segments, stored_children, child_changes, keys + pk_names)))
-        columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE]
+        columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE, ALWAYS]
         return pd.DataFrame(out, columns=columns), meta
 
     return step
@@ -242,14 +248,15 @@ def _resolve_step(out_key):
         live = _as_dict(rows_for(stored, out_key, last), out_key, [])
         loaded = set(live)
         keep = np.zeros(len(last), dtype=bool)
-        for i, (key, tombstone) in enumerate(zip(last[out_key].itertuples(index=False, name=None),
-                                                 last[TOMBSTONE].to_numpy(dtype=bool))):
+        for i, (key, tombstone, always) in enumerate(zip(last[out_key].itertuples(index=False, name=None),
+                                                         last[TOMBSTONE].to_numpy(dtype=bool),
+                                                         last[ALWAYS].to_numpy(dtype=bool))):
             key = _clean(key)
             if not tombstone:
                 live[key] = ()
                 keep[i] = True
-            elif key in live:
-                del live[key]
+            elif key in live or always:
+                live.pop(key, None)
                 keep[i] = True
         meta["rows"] = len(apply_changes(meta["table"], segments, stored, as_changes(live, loaded, out_key, []), out_key))
         return last[keep], meta

@@ -34,6 +34,7 @@ class Binder:
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
         self._own_rowtimes: frozenset = frozenset()  # the SELECT being bound: inputs whose alias.ROWTIME it reads
+        self.plain_select = True  # the SELECT being bound is no SELECT STREAM / SELECT TABLE (Lenses, SQLstream)
 
     # ------------------------------------------------------------------ queries
 
@@ -42,10 +43,11 @@ class Binder:
         windows = {name.text.casefold(): spec for name, spec in select.windows}
         select = pull_where_into_comma_joins(select)
         outer_rowtimes, self._own_rowtimes = self._own_rowtimes, _qualified_rowtimes(select)
+        outer_plain, self.plain_select = self.plain_select, select.result_kind is None
         try:
             scope = self.bind_from(select.from_, windows)
         finally:
-            self._own_rowtimes = outer_rowtimes
+            self._own_rowtimes, self.plain_select = outer_rowtimes, outer_plain
         node = scope.node
         style = style or naming_style(node)
         if select.where is not None:

@@ -219,7 +219,16 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
 
 
 def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos) -> None:
-    """Refuse value columns the format cannot hold (a PROTOBUF array of arrays)."""
+    """Refuse value columns the format cannot hold (a PROTOBUF array of arrays; KAFKA: more than one column,
+    or one that is not a primitive), in ksqlDB's words."""
+    if value_format == "KAFKA":
+        from ..connectors.formats import KAFKA_VALUE_TYPES
+
+        if len(columns) > 1:
+            got = ", ".join(f"`{n}` {t.upper()}" for n, t in columns)
+            raise StatementError(f"The 'KAFKA' format only supports a single field. Got: [{got}]", rule="value-format", pos=pos)
+        if columns and columns[0][1].lower() not in KAFKA_VALUE_TYPES:
+            raise StatementError(f"The 'KAFKA' format does not support type '{columns[0][1].upper()}'", rule="value-format", pos=pos)
     if value_format == "PROTOBUF":
         from ..connectors.protobuf_format import check_columns
 

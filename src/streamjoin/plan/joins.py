@@ -35,7 +35,9 @@ from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction, ViewInfo, display_name
-from .nodes import ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, declared_by, naming_style, walk
+from .nodes import (
+    ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk,
+)
 from .intervals import time_attribute
 from .scope import Scope, new_id
 from .settings import REMATCH_RETENTION, interval_ms
@@ -55,6 +57,7 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     join_type = {"COMMA": "INNER", "CROSS": "CROSS"}.get(item.kind, item.kind)
     input_keys = left.input_keys + right.input_keys
     both = Scope(_concat(left.node, right.node), left.merged + right.merged, input_keys)
+    ksql_syntax = binder.plain_select and declared_by(both.node, "ksql")  # ksqlDB's analysis and refusals apply
     merged: tuple = ()
     pairs: list[tuple[ast.Expr, ast.Expr]] = []
     if item.using is not None or item.natural:
@@ -66,6 +69,8 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
             stand_in = ast.Call("COALESCE", (lref, rref)) if join_type in ("RIGHT", "FULL") else (rref if join_type == "RIGHT" else lref)
             merged += ((name, stand_in),)
     terms = [_bind_on_term(binder, t, both) for t in ex.conjuncts(on)]
+    if ksql_syntax and isinstance(item.right, ast.Relation):
+        _ksql_join_criteria(item, both, binder)
     left_ids = {f.id for f in left.node.fields} | {ROWTIME + "@L"}
     right_ids = {f.id for f in right.node.fields}
     left_filters, right_filters, residual, unsupported, conditions = [], [], [], [], []
@@ -104,7 +109,7 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
         conditions = [ast.BinaryOp("<=>" if (l, r) in null_safe else "=", l, r) for l, r in extra] + conditions
     node = _join_node(left.node, right.node, join_type, shape, pairs, left_filters, right_filters, residual, item,
                       system_time)
-    node = replace(node, condition=ex.conjoin(conditions))
+    node = replace(node, condition=ex.conjoin(conditions), ksql_syntax=ksql_syntax)
     node = replace(node, operator=_operator(node))
     node = replace(node, static_table=_static_table(node))
     if null_safe:
@@ -351,8 +356,67 @@ def _concat(left: PlanNode, right: PlanNode) -> PlanNode:
     return PlanNode(left.fields + right.fields, "STREAM", ())
 
 
+def _ksql_join_criteria(item: ast.Join, both: Scope, binder: "Binder") -> None:
+    """ksqlDB's analysis of an ON that is one equality, for a query in its syntax (refusals streamjoin makes
+    too, in ksqlDB's words): a side that reads no source or two; both sides reading one source; an ON that
+    does not read the source joined. Self-joins and ONs of several equalities, which ksqlDB refuses, run
+    (DIALECT §4 goes further)."""
+    on = item.on
+    if on is None or item.using is not None or item.natural:
+        return
+    if not (isinstance(on, ast.BinaryOp) and on.op == "="):
+        return
+    fields = {f.id: f for f in both.node.fields}
+    used = []
+    for side in (on.left, on.right):
+        sources = {fields[r.id].qualifier.upper() for r in ex.walk(binder.bind_expr(side, both))
+                   if isinstance(r, Ref) and r.id in fields and fields[r.id].qualifier}
+        if len(sources) != 1:
+            raise StatementError(
+                f"Invalid comparison expression '{_ksql_text(side, both, binder)}' in join '{_ksql_text(on, both, binder)}'. "
+                "Each side of the join comparision must contain references from exactly one source.",
+                rule="ksql-join-criteria", pos=on.pos)
+        used.append(sources.pop())
+    if used[0] == used[1]:
+        raise StatementError("Each side of the join must reference exactly one source and not the same source. "
+                             f"Left side references `{used[0]}` and right references `{used[1]}`",
+                             rule="ksql-join-criteria", pos=on.pos)
+    alias = (item.right.alias or item.right.name).text.upper()
+    if alias not in used:
+        raise StatementError(f"A join criteria is expected to reference the source (`{alias}`) in the FROM clause, "
+                             f"instead the right source references `{used[1]}` and the left source references "
+                             f"`{used[0]}`", rule="ksql-join-criteria", pos=on.pos)
+
+
+def _ksql_text(expr: ast.Expr, scope: Scope, binder: "Binder") -> str:
+    """An ON expression as ksqlDB prints it: comparisons parenthesised, columns qualified, in upper case."""
+    if isinstance(expr, ast.BinaryOp):
+        return f"({_ksql_text(expr.left, scope, binder)} {expr.op} {_ksql_text(expr.right, scope, binder)})"
+    if isinstance(expr, ast.Column):
+        qualifier = expr.qualifier.text if expr.qualifier is not None else None
+        if qualifier is None:
+            bound = binder.bind_expr(expr, scope)
+            field = next((f for f in scope.node.fields if isinstance(bound, Ref) and f.id == bound.id), None)
+            qualifier = field.qualifier if field is not None else None
+        name = expr.name.text if expr.name.quoted else expr.name.text.upper()
+        return f"{qualifier.upper()}.{name}" if qualifier else name
+    if isinstance(expr, ast.Literal):
+        return f"'{expr.value}'" if expr.kind == "string" else str(expr.value)
+    return expr_text(expr).upper()
+
+
 def _bind_on_term(binder: "Binder", term: ast.Expr, scope: Scope) -> ast.Expr:
-    """Bind one ON term; an unknown column in a ksqlDB query is reported as ksqlDB words it."""
+    """Bind one ON term; an unknown column in a ksqlDB query is reported as ksqlDB words it (an unknown
+    qualifier anywhere in the term first)."""
+    ksql = naming_style(scope.node) == "ksql"
+    for column in ex.walk(term) if ksql else ():
+        if (isinstance(column, ast.Column) and column.qualifier is not None
+                and column.qualifier.text.casefold() not in scope.qualifiers):
+            try:
+                scope.resolve(column)  # a STRUCT field or a facet
+            except StatementError:
+                raise StatementError(f"'{display_name(column.qualifier, 'ksql')}' is not a valid stream/table name or "
+                                     "alias.", rule="unknown-column", pos=column.pos) from None
     try:
         return binder.bind_expr(term, scope)
     except StatementError as err:

@@ -150,6 +150,7 @@ class Join(PlanNode):
     operator: str = ""  # the module of streamjoin.operators that runs it (plan.joins decides)
     static_table: bool = False  # a stream-table join whose table is loaded from a bounded source at query start
     on_keys: bool = False  # no ON: the records' keys are equal (Lenses)
+    ksql_syntax: bool = False  # ksqlDB's SELECT over ksqlDB-declared inputs: its refusals and messages apply
 
     @property
     def inputs(self):

@@ -69,10 +69,10 @@ class Scope:
             f = candidates[0]
             return Ref(f.id, f.type, _qualified(f), pos=col.pos)
         if len(candidates) > 1:
-            raise StatementError(
-                f"column {name} is ambiguous: it is in {', '.join(sorted({c.qualifier for c in candidates}))}",
-                rule="ambiguous-column", pos=col.pos,
-            )
+            could = sorted({f"{c.qualifier.upper()}.{c.name}" for c in candidates})
+            raise StatementError(  # ksqlDB's words
+                f"Column '{name.upper() if not col.name.quoted else name}' is ambiguous. Could be "
+                f"{', '.join(could[:-1])} or {could[-1]}.", rule="ambiguous-column", pos=col.pos)
         pseudo = self._pseudo(col)
         if pseudo is not None:
             return pseudo

@@ -15,7 +15,7 @@ from ..plan import expressions as ex
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
-from ..plan.nodes import Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
+from ..plan.nodes import Aggregate, Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
 from ..plan.types import spark_type
 from ..sql import ast
 
@@ -40,6 +40,18 @@ def validate(plan: PlanNode) -> None:
             if message:
                 raise StatementError(message, rule=name, pos=join.pos)
     _check_static_tables(plan, joins)
+    _check_kafka_value_grouping(plan)
+
+
+def _check_kafka_value_grouping(plan: PlanNode) -> None:
+    """ksqlDB groups no source whose value format is KAFKA."""
+    if not any(isinstance(n, Aggregate) for n in walk(plan)) or not declared_by(plan, "ksql"):
+        return
+    names = ", ".join(dict.fromkeys(n.alias.upper() for n in walk(plan)
+                                    if isinstance(n, Scan) and n.source.value_format == "KAFKA"))
+    if names:
+        raise StatementError(f"Source(s) {names} are using the 'KAFKA' value format. This format does not yet "
+                             "support GROUP BY.", rule="kafka-value-format-group-by")
 
 
 def _check_static_tables(plan: PlanNode, joins: list[Join]) -> None:
@@ -308,6 +320,59 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
         detail = f": {offending} is not the key" if offending else ""
         return f"a join with a table must match the table's primary key ({key}) in an equality{detail}"
     return None
+
+
+@rule("kafka-value-format-join")
+def kafka_value_format_join(join: Join) -> Optional[str]:
+    """ksqlDB joins no source whose value format is KAFKA (a single primitive, no columns to carry)."""
+    scans = [n for n in walk(join) if isinstance(n, Scan) and n.source.value_format == "KAFKA"]
+    if not scans or not _ksql(join):
+        return None
+    names = ", ".join(dict.fromkeys(s.alias.upper() for s in scans))
+    return f"Source(s) {names} are using the 'KAFKA' value format. This format does not yet support JOIN."
+
+
+@rule("ksql-table-table-join")
+def ksql_table_table_join(join: Join) -> Optional[str]:
+    """ksqlDB's table-table joins: the ON equality names the right table's primary key (a join on both keys,
+    or a foreign-key join from a left table's column), and a foreign-key join joins two tables of the script
+    (not a step of an n-way join). Written in ksqlDB's syntax, anything else is refused with ksqlDB's words
+    (Lenses queries join a parent on the left, and streamjoin runs those). RIGHT and FULL foreign-key joins,
+    which ksqlDB refuses, run (DIALECT goes further)."""
+    if not join.ksql_syntax or _kinds(join) != ("TABLE", "TABLE") or len(join.left_side.keys) != 1:
+        return None
+    left, right = join.left_side.keys[0], join.right_side.keys[0]
+    if not _on_primary_key(right, join.right):
+        return ("Invalid join condition: table-table joins require to join on the primary key of the right input "
+                f"table. Got {_on_text(join)}.")
+    if _on_primary_key(left, join.left):
+        return None
+    if base_scan(join.left) is None or base_scan(join.right) is None:
+        return ("Invalid join condition: foreign-key table-table joins are not supported as part of n-way joins. "
+                f"Got {_on_text(join)}.")
+    return None
+
+
+def _on_primary_key(expr, node: PlanNode) -> bool:
+    """Whether ``expr`` is ``node``'s one primary key column (or a column a join below knows equal to it)."""
+    return (isinstance(expr, Ref) and len(node.key) == 1
+            and (expr.id == node.key[0] or any(expr.id in eq for eq in node.key_equivalents[:1])))
+
+
+def _on_text(join: Join) -> str:
+    """The ON equality as written, its columns qualified by their inputs' aliases (``LT.ID1 = RT.F2``)."""
+    fields = {f.id: f for f in (*join.left.fields, *join.right.fields)}
+
+    def text(expr) -> str:
+        field = fields.get(expr.id) if isinstance(expr, Ref) else None
+        if field is None or not field.qualifier:
+            return expr_text(expr)
+        return f"{field.qualifier.upper()}.{field.name}"
+
+    left, right = join.left_side.keys[0], join.right_side.keys[0]
+    flipped = (getattr(right, "pos", None) and getattr(left, "pos", None)
+               and (right.pos.line, right.pos.column) < (left.pos.line, left.pos.column))
+    return f"{text(right)} = {text(left)}" if flipped else f"{text(left)} = {text(right)}"
 
 
 @rule("table-table-on-key")
