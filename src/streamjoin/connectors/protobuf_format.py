@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
+from .formats import _split_top
+
 MESSAGE = "ConnectDefault1"
 PACKAGE = "streamjoin.generated"
 _SCALARS = {  # Spark DDL type -> FieldDescriptorProto type name
@@ -32,18 +34,6 @@ _SCALARS = {  # Spark DDL type -> FieldDescriptorProto type name
 _WELL_KNOWN = {"timestamp": ".google.protobuf.Timestamp", "date": ".google.type.Date"}
 DECIMAL = ".confluent.type.Decimal"
 EPOCH = dt.datetime(1970, 1, 1)
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch in "<("
-        depth -= ch in ">)"
-        if ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
 
 
 def _struct_fields(spark_type: str) -> list[tuple[str, str]]:
