@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
-from .formats import _split_top
+from .formats import _json_default, _split_top
 
 MESSAGE = "ConnectDefault1"
 PACKAGE = "streamjoin.generated"
@@ -175,20 +175,6 @@ def _single(field, value):
     if name == "confluent.type.Decimal":
         return Decimal(int.from_bytes(value.value, "big", signed=True)).scaleb(-value.scale) if value.value else Decimal(0)
     return _python(value)
-
-
-def _json_default(value):
-    if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        import base64
-
-        return base64.b64encode(value).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def protobuf_value_as_json(columns: list[tuple[str, str]], raw: bytes, message=None) -> bytes:
