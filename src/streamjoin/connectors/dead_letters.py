@@ -41,7 +41,12 @@ class DeadLetters:
         """Write the failed records its scan observed in a batch (``observed``: the Scala map of the batch's
         execution; each failure the JSON of a record and its error) as dead letters."""
         row = observed.get(self.metric)
-        failures = list(row.get().getList(0)) if row.isDefined() else []
+        if not row.isDefined():
+            return
+        # by index: iterating a py4j list ends in a Java exception that PySpark inspects in several more
+        # round trips (~50 ms a batch)
+        items = row.get().getList(0)
+        failures = [items.get(i) for i in range(items.size())]
         if failures:
             self._write([_failed_record(text) for text in failures])
 
