@@ -190,3 +190,22 @@ def test_a_tick_with_nothing_due_is_idle_and_the_step_would_change_nothing():
     # 116 passes the close 115 (padded row out); 131 passes the retention 100 + 25 (the segment goes)
     assert seen == [(105, True, 0), (114, True, 0), (116, False, 1), (120, True, 0), (131, False, 0), (200, True, 0)]
     assert not _idle(w)(meta, pa.Table.from_pandas(rows(("R", 1, "a", 300, 2)), preserve_index=False))
+
+
+PROBES = [  # (window bounds, segment width, records (side, time), the segments a batch must read)
+    ({"before": 10, "after": 10}, 20, [("L", 5), ("R", 45)], {-1, 0, 1, 2}),
+    ({"before": 10, "after": 10}, 20, [("L", 100), ("R", 500), ("L", 101)], {4, 5, 24, 25}),  # no gap filled
+    # Flink bounds that exclude the record's own time (r.t - l.t in [30, 50]): its own segment is read too
+    ({"before": -30, "after": 50}, 20, [("L", 0), ("R", 200)], {0, 1, 2, 7, 8, 9, 10}),
+    ({"before": 10, "after": 10}, 20, [], set()),  # only the tick
+]
+
+
+@pytest.mark.parametrize("window, width, records, expected", PROBES)
+def test_a_batch_probes_every_segment_its_records_can_match_and_no_other(window, width, records, expected):
+    from streamjoin.operators.stream_stream import LEFT, RIGHT, _probed
+
+    w = Window(grace=0, eager=False, outer_left=False, outer_right=False, **window)
+    batch = pd.DataFrame({SIDE: [LEFT if s == "L" else RIGHT for s, _ in records] + [TICK],
+                          ROWTIME: [t for _, t in records] + [0]})
+    assert _probed(w, width, batch) == expected
