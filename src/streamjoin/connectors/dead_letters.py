@@ -77,8 +77,8 @@ class DeadLetters:
 def _failed_record(text: str) -> dict:
     """A failed record from its JSON (key and value in base64)."""
     row = json.loads(text)
-    for field in ("key", "value"):
-        row[field] = None if row.get(field) is None else base64.b64decode(row[field])  # to_json leaves nulls out
+    for name in ("key", "value"):
+        row[name] = None if row.get(name) is None else base64.b64decode(row[name])  # to_json leaves nulls out
     return row
 
 

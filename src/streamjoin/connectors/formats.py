@@ -52,7 +52,8 @@ _SIMPLE = {"int": "int", "integer": "int", "smallint": "int", "tinyint": "int", 
            "date": {"type": "int", "logicalType": "date"}}
 
 
-def _split_top(text: str) -> list[str]:
+def split_type_args(text: str) -> list[str]:
+    """The arguments of a type's text: ``a,map<b,c>`` -> [``a``, ``map<b,c>``] (commas outside brackets)."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += ch in "<("
@@ -76,11 +77,11 @@ def avro_type(spark_type: str, name: str):
     if low.startswith("array<"):
         return {"type": "array", "items": _nullable(avro_type(t[6:-1], name + "_item"))}
     if low.startswith("map<"):
-        _, value = _split_top(t[4:-1])
+        _, value = split_type_args(t[4:-1])
         return {"type": "map", "values": _nullable(avro_type(value, name + "_value"))}
     if low.startswith("struct<"):
         fields = []
-        for part in _split_top(t[7:-1]):
+        for part in split_type_args(t[7:-1]):
             field, _, ftype = part.partition(":")
             field = field.strip().strip("`")
             fields.append({"name": field, "type": _nullable(avro_type(ftype, f"{name}_{field}")), "default": None})
@@ -106,7 +107,7 @@ def avro_schema_text(properties: dict, record_name: str, columns: list[tuple[str
 
 # ---------------------------------------------------------------------- Avro <-> JSON text
 
-def _json_default(value):
+def json_default(value):
     if isinstance(value, datetime):
         value = value.astimezone(timezone.utc) if value.tzinfo else value
         return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
@@ -140,7 +141,7 @@ def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Ca
                     if not isinstance(record, dict):
                         raise ValueError("the Avro value is not a record")
                     record = {names.get(k.casefold(), k): v for k, v in record.items()}
-                    values.append(json.dumps(record, default=_json_default).encode())
+                    values.append(json.dumps(record, default=json_default).encode())
                     errors.append(None)
                 except Exception as err:  # noqa: BLE001 - any decoding failure is this record's dead letter
                     values.append(raw)  # kept for the dead letter (a null would read as a tombstone)
@@ -162,7 +163,7 @@ def value_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
     import fastavro
 
     record = fastavro.schemaless_reader(io.BytesIO(raw), fastavro.parse_schema(json.loads(schema_text)))
-    return json.dumps(record, default=_json_default).encode()
+    return json.dumps(record, default=json_default).encode()
 
 
 def writer_schema(fmt: str, properties: dict, record_name: str, columns: list[tuple[str, str]]) -> Optional[tuple[str, str]]:

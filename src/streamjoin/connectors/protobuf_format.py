@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
-from .formats import _json_default, _split_top
+from .formats import json_default, split_type_args
 
 MESSAGE = "ConnectDefault1"
 PACKAGE = "streamjoin.generated"
@@ -38,7 +38,7 @@ EPOCH = dt.datetime(1970, 1, 1)
 
 def _struct_fields(spark_type: str) -> list[tuple[str, str]]:
     fields = []
-    for part in _split_top(spark_type.strip()[7:-1]):
+    for part in split_type_args(spark_type.strip()[7:-1]):
         name, _, ftype = part.partition(":")
         fields.append((name.strip().strip("`"), ftype.strip()))
     return fields
@@ -98,7 +98,7 @@ def message_class(columns: list[tuple[str, str]]):
             message.field.remove(field)
             add_field(message, path, name, spark_type.strip()[6:-1], number, F.LABEL_REPEATED)
         elif low.startswith("map<"):
-            key, value = _split_top(spark_type.strip()[4:-1])
+            key, value = split_type_args(spark_type.strip()[4:-1])
             entry = message.nested_type.add(name=_camel(name))
             entry.options.map_entry = True
             add_field(entry, f"{path}.{entry.name}", "key", key, 1, F.LABEL_OPTIONAL)
@@ -181,7 +181,7 @@ def protobuf_value_as_json(columns: list[tuple[str, str]], raw: bytes, message=N
     """One value as the JSON text of its columns."""
     message = (message or message_class(columns))()
     message.ParseFromString(_unframed(raw))
-    return json.dumps(_python(message), default=_json_default).encode()
+    return json.dumps(_python(message), default=json_default).encode()
 
 
 def protobuf_values_to_json(columns: list[tuple[str, str]], source: str, error_column: str

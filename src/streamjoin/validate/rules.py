@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
+from ..connectors.formats import split_type_args
 from ..errors import StatementError
 from ..plan.ddl import declared_key_format
 from ..operators import pair_condition
@@ -191,24 +192,12 @@ def _ksql_type(spark_type: str) -> str:
     low = text.lower()
     for kind in ("array", "map", "struct"):
         if low.startswith(kind + "<") and low.endswith(">"):
-            parts = _split_top(text[len(kind) + 1:-1])
+            parts = split_type_args(text[len(kind) + 1:-1])
             if kind == "struct":
                 fields = [p.split(":", 1) for p in parts]
                 return "STRUCT<" + ", ".join(f"`{n.strip('`').upper()}` {_ksql_type(t)}" for n, t in fields) + ">"
             return f"{kind.upper()}<" + ", ".join(_ksql_type(p) for p in parts) + ">"
     return _KSQL_TYPES.get(low, text.upper())
-
-
-def _split_top(text: str) -> list[str]:
-    """``a,map<b,c>`` -> [``a``, ``map<b,c>``]: split at the commas outside brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
 
 
 def _ksql_text(e) -> str:
