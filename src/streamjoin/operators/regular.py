@@ -3,7 +3,8 @@ changelog in which an update retracts what it replaced.
 
 Semantics (DIALECT §3, Flink's streaming join). Each input is a set of rows that changes: a stream only
 gains rows (each record is a row of its own); a table upserts and deletes rows by primary key. The result
-holds one row per matching pair (equal join keys, each row passing its one-input ON predicates) and, on a
+holds one row per matching pair (equal join keys, each row passing its one-input ON predicates, the pair
+passing ON's conditions over both inputs, evaluated pair by pair: ``operators.pair_condition``) and, on a
 preserved side, one null-padded row per row that matches nothing. Every input change updates the result at
 once: an inserted row adds its pairs (and removes the other side's padded rows it now matches); a deleted
 or replaced row removes its pairs (and pads the other side's rows left without a match). A result row is
@@ -43,6 +44,7 @@ from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
 )
+from .pair_condition import compile_condition, supported
 from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
 
 LEFT, RIGHT = 0, 1
@@ -85,9 +87,20 @@ class RegularJoin:
             out_fields.append(StructField(TOMBSTONE, BooleanType()))
         schema = StructType(out_fields)
         identities = _identities(join, row_ids)
+        condition = compile_condition(join.condition) if self.evaluates_condition(join) else None
         step = _join_step(keys, left_cols, right_cols, list(join.join_key), identities, join.join_type, ttl,
-                          schema.fieldNames())
+                          schema.fieldNames(), condition)
         return run_segmented(data, BUCKET, step, schema)
+
+    @staticmethod
+    def evaluates_condition(join: Join) -> bool:
+        """Whether the step evaluates ``join.condition`` (ON's conditions over both inputs beyond the
+        equalities) on each candidate pair. It must wherever a pair's passing decides more than whether the
+        pair's row is written: padding in an outer join, and retractions in a changelog (a row updated to fail
+        the condition retracts its pair). An INNER join of two streams filters its rows after the join."""
+        if join.condition is None or not supported(join.condition):
+            return False
+        return not (join.join_type == "INNER" and join.left.kind == join.right.kind == "STREAM")
 
 
 def parse_duration(text) -> int | None:
@@ -200,9 +213,18 @@ def _alive(last_change: int, clock: int, ttl) -> bool:
     return ttl is None or clock == NO_TIME or last_change >= clock - ttl
 
 
-def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names):
+def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names, condition=None):
     outer = {LEFT: join_type in ("LEFT", "FULL"), RIGHT: join_type in ("RIGHT", "FULL")}
     cols = {LEFT: left_cols, RIGHT: right_cols}
+
+    def passing(entry, side, candidates: list) -> list:
+        """The rows of the other side that pair with ``entry`` (a row of ``side``) under ON's further
+        condition (``pair_condition``; all of them without one)."""
+        if condition is None or not candidates:
+            return candidates
+        pairs = {c: [entry["values"][c]] * len(candidates) for c in cols[side]}
+        pairs.update({c: [m["values"][c] for m in candidates] for c in cols[1 - side]})
+        return [m for m, ok in zip(candidates, condition(pd.DataFrame(pairs))) if ok]
 
     absent_identities = {column: None for kind, column in identities if kind == "row" and column}
 
@@ -241,9 +263,10 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         def live(s):
             return [e for e in group[s].values() if e["ok"] and _alive(e["clock"], clock, ttl)]
 
-        matches = live(other) if entry["ok"] else []
-        first_or_last = outer[other] and not live(side)  # the other side's rows had no match but this one
+        matches = passing(entry, side, live(other)) if entry["ok"] else []
+        mine = live(side) if outer[other] else []  # (without ``entry``: not added yet, or just removed)
         for m in matches:
+            first_or_last = outer[other] and not passing(m, other, mine)  # m matches no other row of this side
             if first_or_last and not retract:
                 emit(*_padded(other, m), removed=True)
             emit(*((entry, m) if side == LEFT else (m, entry)), removed=retract)

@@ -430,18 +430,13 @@ def regular_join_equi(join: Join) -> Optional[str]:
 
 @rule("join-condition")
 def join_condition(join: Join) -> Optional[str]:
-    """Flink's further ON conditions run on the join's rows: kept or not (INNER), the version found kept or
-    padded away (temporal LEFT); an interval join evaluates them on each candidate pair (so they decide
-    padding), within what ``operators.pair_condition`` evaluates. In an outer regular join: not yet."""
-    if join.condition is None:
+    """Flink's further ON conditions: an INNER join of streams keeps the rows that pass, a temporal join keeps
+    the version found or pads it away (LEFT); interval and regular joins evaluate them on each candidate pair,
+    where they decide padding and retractions, within what ``operators.pair_condition`` evaluates."""
+    if join.condition is None or (join.shape in ("interval", "regular") and pair_condition.supported(join.condition)):
         return None
-    if join.shape == "interval":
-        if pair_condition.supported(join.condition) or join.join_type == "INNER":
-            return None
-        return (f"the ON condition {expr_text(join.condition)} of an interval join uses an expression not evaluated "
-                "on candidate pairs yet (comparisons, arithmetic, AND/OR/NOT, IS NULL, BETWEEN, IN, UPPER, LOWER, ABS, "
-                "COALESCE are; issue #26)")
     if join.shape.startswith("temporal") or (join.join_type == "INNER" and join.kind == "STREAM"):
         return None
-    return (f"the ON condition {expr_text(join.condition)} in a {join.join_type} {join.shape} join (evaluated on "
-            "each candidate pair, it decides which rows are padded) is not supported yet (issue #26)")
+    return (f"the ON condition {expr_text(join.condition)} of a {join.join_type} {join.shape} join uses an "
+            "expression not evaluated on candidate pairs yet (comparisons, arithmetic, AND/OR/NOT, IS NULL, BETWEEN, "
+            "IN, UPPER, LOWER, ABS, COALESCE are; issue #26)")
