@@ -10,8 +10,13 @@ once: an inserted row adds its pairs (and removes the other side's padded rows i
 or replaced row removes its pairs (and pads the other side's rows left without a match). A result row is
 keyed by the identities of its two input rows (``plan.joins._regular_result_key``): it is written as an
 upsert on that key, and its removal as a tombstone; of the changes one input change makes to a result key
-within one join key only the net effect is written (an update of a matched row is one upsert). INNER between two streams never removes anything and
-is written as a stream. Output time is the time of the input change. A null join key never matches.
+within one join key only the net effect is written (an update of a matched row is one upsert). INNER between
+two streams never removes anything and is written as a stream. Output time is the time of the input change.
+A null join key never matches.
+
+SEMI and ANTI joins (``[NOT] EXISTS`` and ``[NOT] IN`` subqueries: ``plan.subqueries``) write only the left
+input's rows: a left row while at least one right row matches it (SEMI), or while none does (ANTI), keyed by
+the left row's identity. A SEMI join of two streams never removes anything and is written as a stream.
 
 With ``SET 'table.exec.state.ttl' = '<duration>'`` a stored row that has not changed for that long (by the
 query's clock, so results are reproducible; Flink uses processing time) is forgotten, without retracting
@@ -39,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from ..errors import StatementError
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
+from ..plan.nodes import EXISTENCE, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
@@ -79,7 +84,7 @@ class RegularJoin:
         left_cols, right_cols = payload(left), payload(right)
         types = {f.name: f.dataType for f in data.schema.fields}
         row_ids = [k for k in join.key if k not in types and k not in join.join_key]  # stream rows' identities
-        out_fields = [StructField(c, types[c]) for c in left_cols + right_cols]
+        out_fields = [StructField(c, types[c]) for c in left_cols + ([] if join.join_type in EXISTENCE else right_cols)]
         out_fields += [StructField(jk, types[k]) for jk, k in zip(join.join_key, keys)]
         out_fields += [StructField(r, StringType()) for r in row_ids]
         out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
@@ -214,7 +219,10 @@ def _alive(last_change: int, clock: int, ttl) -> bool:
 
 
 def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names, condition=None):
-    outer = {LEFT: join_type in ("LEFT", "FULL"), RIGHT: join_type in ("RIGHT", "FULL")}
+    existence = join_type in EXISTENCE
+    # whether a row's having a match decides what is written: a preserved side's rows (padded while they have
+    # none), and the left rows of a SEMI or ANTI join
+    outer = {LEFT: join_type in ("LEFT", "FULL") or existence, RIGHT: join_type in ("RIGHT", "FULL")}
     cols = {LEFT: left_cols, RIGHT: right_cols}
 
     def passing(entry, side, candidates: list) -> list:
@@ -265,6 +273,15 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
 
         matches = passing(entry, side, live(other)) if entry["ok"] else []
         mine = live(side) if outer[other] else []  # (without ``entry``: not added yet, or just removed)
+        if existence:  # a left row is written while it has a match (SEMI), or while it has none (ANTI)
+            if side == LEFT and bool(matches) == (join_type == "SEMI"):
+                emit(entry, None, removed=retract)
+            for m in matches if side == RIGHT else ():
+                if not passing(m, LEFT, mine):  # m's first match arrived, or its last one left
+                    emit(m, None, removed=retract == (join_type == "SEMI"))
+            if not retract:
+                group[side][entry["id"]] = entry
+            return
         for m in matches:
             first_or_last = outer[other] and not passing(m, other, mine)  # m matches no other row of this side
             if first_or_last and not retract:

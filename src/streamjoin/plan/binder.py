@@ -15,9 +15,10 @@ from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .joins import bind_join
 from .nodes import (
-    OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
+    EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
+from .subqueries import subqueries_as_joins
 
 
 def _qualified_rowtimes(select: ast.Select) -> frozenset:
@@ -41,7 +42,7 @@ class Binder:
     def bind_select(self, select: ast.Select, *, style: Optional[str] = None) -> tuple[PlanNode, str]:
         """Plan a SELECT; returns the plan (ending in a Project) and the naming style of the query."""
         windows = {name.text.casefold(): spec for name, spec in select.windows}
-        select = pull_where_into_comma_joins(select)
+        select = pull_where_into_comma_joins(subqueries_as_joins(select, self.catalog))
         outer_rowtimes, self._own_rowtimes = self._own_rowtimes, _qualified_rowtimes(select)
         outer_plain, self.plain_select = self.plain_select, select.result_kind is None
         try:
@@ -53,8 +54,7 @@ class Binder:
         if select.where is not None:
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
-            node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node,
-                          predicate=self.bind_expr(select.where, scope))
+            node = _filtered(node, self.bind_expr(select.where, scope))
             scope = replace(scope, node=node)
         ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
         items = self._expand_items(select.items, scope, ksql_join)
@@ -162,7 +162,7 @@ class Binder:
     def scan(self, source: SourceInfo, alias: str, window=None, system_time=None) -> Scan:
         table_keys = {k.casefold() for k in source.key_columns} if source.kind == "TABLE" else set()
         fields = tuple(
-            Field(alias, c.name, new_id(f"{alias}_{c.name}"), c.type, nullable=c.name.casefold() not in table_keys)
+            Field(alias, c.name, new_id(f"{alias}_{c.name}"), c.type, nullable=c.nullable and c.name.casefold() not in table_keys)
             for c in source.columns
         )
         by_name = {f.name.casefold(): f.id for f in fields}
@@ -271,6 +271,15 @@ class Binder:
         if isinstance(alias, str):
             return alias
         return _name_of(expr, style, index, generated)
+
+
+def _filtered(node: PlanNode, predicate: ast.Expr) -> PlanNode:
+    """``node`` filtered by WHERE's ``predicate``; below a SEMI or ANTI join, which passes on its left input's
+    rows (and only their columns): a left row that fails WHERE never enters it, where a filter after a
+    changelog would write a tombstone for each row it fails, written or not."""
+    if isinstance(node, Join) and node.join_type in EXISTENCE:
+        return replace(node, left=_filtered(node.left, predicate))
+    return Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=predicate)
 
 
 def _ksql_join_column_names(items, scope: Scope) -> list:

@@ -36,7 +36,7 @@ from ..sql import ast
 from . import expressions as ex
 from .catalog import TemporalFunction, ViewInfo, display_name
 from .nodes import (
-    ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk,
+    EXISTENCE, ROWTIME, Field, Filter, Join, JoinSide, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk,
 )
 from .intervals import time_attribute
 from .scope import Scope, new_id
@@ -118,7 +118,23 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     on_keys = on is None and item.using is None and not item.natural and item.kind not in ("CROSS", "COMMA")
     node = replace(node, unsupported_terms=tuple(unsupported), rematch_ms=_lenses_rematch(node, item, binder),
                    on_keys=on_keys)
+    if item.null_aware:
+        _refuse_nullable_not_in(pairs[:1], both.node, item)
+    if join_type in EXISTENCE:  # the subquery's columns stay inside it
+        return Scope(node, left.merged, left.input_keys)
     return Scope(node, left.merged + right.merged + merged, input_keys)
+
+
+def _refuse_nullable_not_in(pairs, node: PlanNode, item: ast.Join) -> None:
+    """``x NOT IN (SELECT y ...)`` runs as an anti join on ``x = y`` only where neither can be NULL: SQL makes
+    NOT IN unknown for every row once the subquery holds a NULL, and for a NULL ``x`` once it holds anything."""
+    nullable = {f.id for f in node.fields if f.nullable}
+    for l, r in pairs:
+        if any(isinstance(n, Ref) and n.id in nullable for e in (l, r) for n in ex.walk(e)):
+            raise StatementError(
+                f"NOT IN over {expr_text(l)} and {expr_text(r)}, which may be NULL: a NULL makes NOT IN unknown for "
+                "every row. Declare both columns NOT NULL (or a PRIMARY KEY), or write NOT EXISTS (SELECT ... WHERE "
+                f"{expr_text(l)} = {expr_text(r)})", rule="not-in-nullable", pos=item.pos)
 
 
 DEFAULT_REMATCH_MS = 24 * 3600 * 1000
@@ -166,7 +182,7 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
     nullable_left = join_type in ("RIGHT", "FULL")
     nullable_right = join_type in ("LEFT", "FULL")
     fields = tuple(replace(f, nullable=f.nullable or nullable_left) for f in left.fields) + tuple(
-        replace(f, nullable=f.nullable or nullable_right) for f in right.fields
+        replace(f, nullable=f.nullable or nullable_right) for f in right.fields if join_type not in EXISTENCE
     )
     key_fields, equivalents = [], []
     synthetic = join_type == "FULL" and len(pairs) == 1 and declared_by(left, "ksql") and declared_by(right, "ksql")
@@ -179,7 +195,7 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
     key, key_equivalents = tuple(f.id for f in key_fields), tuple(equivalents)
     kind = "TABLE" if (left.kind, right.kind) == ("TABLE", "TABLE") else "STREAM"
     row_fields: tuple[Field, ...] = ()
-    if shape == "regular" and kind == "TABLE" and _pairs_on_keys(pairs, left, right):
+    if shape == "regular" and kind == "TABLE" and _pairs_on_keys(pairs, left, right) and join_type not in EXISTENCE:
         shape = "table-table"  # Flink's upsert result of a join on both primary keys is the KSQL semantic table
     if shape == "table-table" and not _pairs_on_keys(pairs, left, right):
         shape = "foreign-key"
@@ -240,12 +256,14 @@ def _on_version_key(pairs, versioned: PlanNode):
 
 def _regular_result_key(left: PlanNode, right: PlanNode, join_type: str, join_key, join_key_equivalents):
     """A Flink regular join's result. INNER between two streams never retracts: a stream keyed by the join
-    key. Otherwise it is a changelog with one row per pair of input rows, keyed by both rows' identities: a
-    table row's primary key, a stream record's ingestion position (a hidden ``<alias>_row`` column)."""
-    if join_type == "INNER" and (left.kind, right.kind) == ("STREAM", "STREAM"):
+    key; nor does a SEMI join of two streams (a left row is written once, when its first match arrives).
+    Otherwise it is a changelog with one row per pair of input rows, keyed by both rows' identities: a
+    table row's primary key, a stream record's ingestion position (a hidden ``<alias>_row`` column); a SEMI or
+    ANTI join's rows are the left input's, keyed by its rows' identities alone."""
+    if join_type in ("INNER", "SEMI") and (left.kind, right.kind) == ("STREAM", "STREAM"):
         return "STREAM", join_key, join_key_equivalents, ()
     key, equivalents, row_fields = (), (), ()
-    for side, node in (("left", left), ("right", right)):
+    for side, node in (("left", left), ("right", right))[:1 if join_type in EXISTENCE else 2]:
         if node.kind == "TABLE":
             key += tuple(node.key)
             equivalents += tuple(frozenset([k]) for k in node.key)

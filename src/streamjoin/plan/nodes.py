@@ -119,6 +119,11 @@ class Repartition(PlanNode):
         return f"Repartition by ({', '.join(expr_text(e) for e in self.by)}) [{self.reason}]"
 
 
+# joins that keep the left input's rows with (SEMI) or without (ANTI) a match, and only its columns:
+# ``[NOT] EXISTS`` / ``[NOT] IN`` subqueries (``plan.subqueries``)
+EXISTENCE = ("SEMI", "ANTI")
+
+
 @dataclass(frozen=True)
 class JoinSide:
     """What one side contributes to a join condition."""
@@ -135,7 +140,7 @@ class Join(PlanNode):
 
     left: PlanNode = None  # type: ignore[assignment]
     right: PlanNode = None  # type: ignore[assignment]
-    join_type: str = "INNER"  # INNER LEFT RIGHT FULL CROSS
+    join_type: str = "INNER"  # INNER LEFT RIGHT FULL CROSS, or one of EXISTENCE
     shape: str = ""
     left_side: JoinSide = JoinSide()
     right_side: JoinSide = JoinSide()

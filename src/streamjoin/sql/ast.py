@@ -161,6 +161,25 @@ class InList(Expr):
 
 
 @dataclass(frozen=True)
+class InSelect(Expr):
+    """``operand [NOT] IN (SELECT e FROM ...)``: a WHERE term the binder turns into a semi or anti join."""
+
+    operand: Expr
+    query: "Select"
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Exists(Expr):
+    """``EXISTS (SELECT ... FROM ... WHERE ...)``: a WHERE term the binder turns into a semi join (an anti join
+    under NOT)."""
+
+    query: "Select"
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class Like(Expr):
     operand: Expr
     pattern: Expr
@@ -275,7 +294,8 @@ class LateralTable(FromItem):
 
 @dataclass(frozen=True)
 class Join(FromItem):
-    """``kind``: 'INNER', 'LEFT', 'RIGHT', 'FULL', 'CROSS', or 'COMMA' (``FROM a, b``).
+    """``kind``: 'INNER', 'LEFT', 'RIGHT', 'FULL', 'CROSS', 'COMMA' (``FROM a, b``), or 'SEMI' / 'ANTI' (from
+    ``[NOT] EXISTS`` and ``[NOT] IN`` subqueries in WHERE: the left rows with / without a match).
     ``natural``: NATURAL JOIN. At most one of ``on`` / ``using`` is set. Joins are left-deep: a chain
     ``a JOIN b JOIN c`` is ``Join(Join(a, b), c)``."""
 
@@ -287,6 +307,7 @@ class Join(FromItem):
     natural: bool = False
     within: Optional[Within] = None
     pos: Pos = _pos()
+    null_aware: bool = False  # an ANTI join from NOT IN: a NULL on either side of its equality makes it unknown
 
 
 @dataclass(frozen=True)

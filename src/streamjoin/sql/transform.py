@@ -506,6 +506,12 @@ class AstBuilder(Transformer):
     def in_list(self, meta, operand, negated, items):
         return ast.InList(operand, items, bool(negated), pos=self._pos(meta))
 
+    def in_select(self, meta, operand, negated, query):
+        return ast.InSelect(operand, query, bool(negated), pos=self._pos(meta))
+
+    def exists(self, meta, query):
+        return ast.Exists(query, pos=self._pos(meta))
+
     def like(self, meta, operand, negated, pattern):
         return ast.Like(operand, pattern, bool(negated), pos=self._pos(meta))
 

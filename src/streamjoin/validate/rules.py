@@ -16,7 +16,7 @@ from ..plan import expressions as ex
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
-from ..plan.nodes import Aggregate, Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
+from ..plan.nodes import EXISTENCE, Aggregate, Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
 from ..plan.types import spark_type
 from ..sql import ast
 
@@ -105,6 +105,15 @@ def _stream_frame(join: Join):
 
 
 # ---------------------------------------------------------------- the rules, in order
+
+
+@rule("subquery-join")
+def subquery_join(join: Join) -> Optional[str]:
+    """``[NOT] EXISTS`` / ``[NOT] IN`` subqueries run as Flink's regular semi and anti joins (``plan.subqueries``)."""
+    if join.join_type in EXISTENCE and join.shape != "regular":
+        return (f"a [NOT] EXISTS or [NOT] IN subquery runs as a Flink regular {join.join_type} join: both inputs "
+                "declared with Flink's CREATE TABLE, and no time bounds between them")
+    return None
 
 
 @rule("join-on-condition")
