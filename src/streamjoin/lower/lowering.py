@@ -16,14 +16,13 @@ from pyspark.sql import functions as F
 from ..connectors.event_time import CHANGELOG_PREFIX
 from ..connectors.json_decode import decode_option
 from ..errors import NotYetSupported
-from ..operators.aggregate import OPERATOR as AGGREGATE
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
-from .operator_table import operator_for
+from .operator_table import aggregate_operator, operator_for
 
 META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
@@ -61,7 +60,8 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     joins = [n for n in walk(plan) if isinstance(n, Join)]
     if joins:  # what a join drops unseen: records with a null value
         reader = reader.option("countNullValues", "true")
-    if any(map(_reads_stream_time, joins)):  # the query's stream time on every record
+    clocked = any(map(_reads_stream_time, joins)) or any(isinstance(n, Aggregate) and n.window for n in walk(plan))
+    if clocked:  # the query's stream time on every record
         fields = {n.source.topic: _event_time_field(n.source) for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
         delays = watermark_delays(plan)
@@ -73,7 +73,7 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     records = reader.load()
     if not sides:
         records = records.drop("topic_times")
-    reads = len(scans) + any(map(_reads_stream_time, joins))  # each scan, and the tick rows
+    reads = len(scans) + clocked  # each scan, and the tick rows
     return read_once(records) if reads > 1 else records
 
 
@@ -166,7 +166,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
         return df.select(*cols, *meta)
     if isinstance(node, Aggregate):
-        return AGGREGATE.lower(node, lower(node.input, records, ctx), ctx)
+        return aggregate_operator(node).lower(node, lower(node.input, records, ctx), replace(ctx, records=records))
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)

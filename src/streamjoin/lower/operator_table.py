@@ -1,5 +1,6 @@
 """The operator of each join: ``streamjoin.operators.<Join.operator>`` (chosen when the join was bound,
-``plan.joins``), an object with the ``JoinOperator`` protocol; GROUP BY's is ``operators.aggregate``. Every
+``plan.joins``), an object with the ``JoinOperator`` protocol; GROUP BY's is ``operators.<Aggregate.operator>``
+(``aggregate``, ``table_aggregate`` or ``window_aggregate``, chosen by the binder). Every
 module the planner can choose exists; ``check_supported`` still refuses, before anything starts, a join whose
 module could not be loaded. ``declared_states`` gives what each stateful operator of a plan keeps, from the
 operators' own declarations (``operators.base.DeclaredState``)."""
@@ -31,10 +32,13 @@ def declared_state(node: PlanNode) -> Optional[DeclaredState]:
     if isinstance(node, Join):
         return operator_for(node).state(node)
     if isinstance(node, Aggregate):
-        from ..operators.aggregate import OPERATOR as AGGREGATE
-
-        return AGGREGATE.state(node)
+        return aggregate_operator(node).state(node)
     return None
+
+
+def aggregate_operator(node: Aggregate):
+    """GROUP BY's operator: ``streamjoin.operators.<Aggregate.operator>``, chosen when it was bound."""
+    return importlib.import_module(f"streamjoin.operators.{node.operator}").OPERATOR
 
 
 def declared_states(plan: PlanNode) -> list[DeclaredState]:

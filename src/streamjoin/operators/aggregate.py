@@ -123,17 +123,9 @@ STATE = DeclaredState(
 
 class AggregateOperator:
     def state(self, node: Aggregate) -> DeclaredState:
-        if node.input.kind == "TABLE":
-            from .table_aggregate import OPERATOR as TABLE_AGGREGATE
-
-            return TABLE_AGGREGATE.state(node)
         return STATE
 
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
-        if node.input.kind == "TABLE":  # a changelog: each row counts once, in its current group
-            from .table_aggregate import OPERATOR as TABLE_AGGREGATE
-
-            return TABLE_AGGREGATE.lower(node, df, ctx)
         groups = [(f.id, e) for f, e in node.groups]
 
         arg_cols, specs = [], []

@@ -13,6 +13,7 @@ from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
+from .group_windows import auxiliary, group_window, with_window_columns
 from .joins import bind_join
 from .nodes import (
     EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
@@ -189,6 +190,9 @@ class Binder:
 
     def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str):
         group_exprs = [self.bind_expr(e, scope) for e in select.group_by]
+        window = None
+        if style == "flink":  # GROUP BY TUMBLE(t, ...) / HOP(t, ...)
+            window, group_exprs = group_window(group_exprs, scope.node)
         groups = tuple((Field("", _name_of(e, style), new_id("g"), _type_of(e)), e) for e in group_exprs)
         aggs: list[tuple[Field, ast.Call]] = []
 
@@ -196,6 +200,9 @@ class Binder:
             for f, g in groups:
                 if e == g:
                     return Ref(f.id, f.type, f.name)
+            column = auxiliary(e, window)
+            if column is not None:
+                return column
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
                 for f, a in aggs:
                     if a == e:
@@ -210,9 +217,11 @@ class Binder:
 
         bound_items = [(ex.transform(self.bind_expr(e, scope), lift), name) for e, name in items]
         having = ex.transform(self.bind_expr(select.having, scope), lift) if select.having is not None else None
-        key = tuple(f.id for f, _ in groups)
-        node: PlanNode = Aggregate(tuple(f for f, _ in groups) + tuple(f for f, _ in aggs), "TABLE", key,
-                                   tuple(frozenset([k]) for k in key), input=scope.node, groups=groups, aggregates=tuple(aggs))
+        key = tuple(f.id for f, _ in groups) + ((window.start.id,) if window is not None else ())
+        fields = with_window_columns(tuple(f for f, _ in groups), window) + tuple(f for f, _ in aggs)
+        node: PlanNode = Aggregate(fields, "STREAM" if window is not None else "TABLE", key,
+                                   tuple(frozenset([k]) for k in key), input=scope.node, groups=groups,
+                                   aggregates=tuple(aggs), window=window, operator=_aggregate_operator(scope.node, window))
         if having is not None:
             node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=having, where="HAVING")
         return node, [(e, name, True) for e, name in bound_items], Scope(node, (), scope.input_keys)
@@ -271,6 +280,13 @@ class Binder:
         if isinstance(alias, str):
             return alias
         return _name_of(expr, style, index, generated)
+
+
+def _aggregate_operator(input_: PlanNode, window) -> str:
+    """The operator module of a GROUP BY over ``input_`` (``Aggregate.operator``)."""
+    if window is not None:
+        return "window_aggregate"
+    return "table_aggregate" if input_.kind == "TABLE" else "aggregate"
 
 
 def _filtered(node: PlanNode, predicate: ast.Expr) -> PlanNode:

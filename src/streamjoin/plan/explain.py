@@ -38,7 +38,7 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
             out.append(f"Repartition both inputs by a hash bucket of the join key; operator operators.{node.operator} "
                        f"({node.shape})")
         if isinstance(node, Aggregate):
-            out.append("Repartition by a hash bucket of the GROUP BY key; operator operators.aggregate")
+            out.append(f"Repartition by a hash bucket of the GROUP BY key; operator operators.{node.operator}")
         state = state_of(node)
         if state is not None:
             out.append("  " + state.describe())

@@ -198,12 +198,38 @@ class Project(PlanNode):
 
 
 @dataclass(frozen=True)
+class GroupWindow:
+    """Flink's group window in a GROUP BY (``plan.group_windows``): ``TUMBLE(time, size)`` or ``HOP(time, slide,
+    size)`` over an event-time attribute, whose watermark reaches the aggregate held back by ``delay_ms`` (the
+    interval joins it passed through). ``start``, ``end`` and ``rowtime`` are the window's columns."""
+
+    kind: str  # TUMBLE or HOP
+    time: "Ref"
+    size_ms: int
+    slide_ms: int  # = size_ms for TUMBLE
+    delay_ms: int
+    start: Field
+    end: Field
+    rowtime: Field
+
+    def describe(self) -> str:
+        slide = f", slide {self.slide_ms} ms" if self.kind == "HOP" else ""
+        held = f", watermark held back {self.delay_ms} ms" if self.delay_ms else ""
+        return f"{self.kind}({self.time.name or self.time.id}, {self.size_ms} ms{slide}{held})"
+
+
+@dataclass(frozen=True)
 class Aggregate(PlanNode):
-    """GROUP BY: a changelog keyed by the grouping expressions."""
+    """GROUP BY: a changelog keyed by the grouping expressions; with a Flink group ``window``, an append-only
+    stream of one row per group and window, keyed by the grouping expressions and the window's start."""
 
     input: PlanNode = None  # type: ignore[assignment]
     groups: tuple[tuple[Field, ast.Expr], ...] = ()
     aggregates: tuple[tuple[Field, ast.Call], ...] = ()
+    window: Optional[GroupWindow] = None
+    # the module of ``streamjoin.operators`` that runs it, chosen when it is bound (``plan.binder``): aggregate
+    # (over a stream), table_aggregate (over a changelog), window_aggregate (a Flink group window)
+    operator: str = "aggregate"
 
     @property
     def inputs(self):
@@ -212,7 +238,8 @@ class Aggregate(PlanNode):
     def describe(self) -> str:
         groups = ", ".join(expr_text(e) for _, e in self.groups)
         aggs = ", ".join(f"{expr_text(e)} AS {f.id}" for f, e in self.aggregates)
-        return f"Aggregate by ({groups}) computing {aggs}"
+        window = f" in {self.window.describe()}" if self.window is not None else ""
+        return f"Aggregate by ({groups}){window} computing {aggs}"
 
 
 @dataclass(frozen=True)
