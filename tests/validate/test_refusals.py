@@ -102,6 +102,12 @@ REFUSED = [
     ("an auxiliary function of another window",
      "INSERT INTO J SELECT TUMBLE_END(t, INTERVAL '2' MINUTE) AS e, COUNT(*) AS n FROM Orders GROUP BY TUMBLE(t, INTERVAL '1' MINUTE);",
      "group-window", "does not name"),
+    ("a CUMULATE window table",
+     "INSERT INTO J SELECT window_start, COUNT(*) AS n FROM TABLE(CUMULATE(TABLE Orders, DESCRIPTOR(t), INTERVAL '1' MINUTE, "
+     "INTERVAL '5' MINUTE)) GROUP BY window_start, window_end;", "group-window", "CUMULATE"),
+    ("a window table over a column without a watermark",
+     "INSERT INTO J SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE Orders, DESCRIPTOR(t2), INTERVAL '1' MINUTE)) "
+     "GROUP BY window_start, window_end;", "group-window", "not an event-time attribute"),
     ("regular join without an equality",
      "INSERT INTO J SELECT o.id FROM Orders o JOIN Rates r ON o.x > r.rate;", "regular-join-equi", "equality"),
     ("debezium-json changelog without a primary key",
@@ -213,6 +219,8 @@ ACCEPTED = [
     "INSERT INTO J SELECT o.id, n.oid FROM Orders o LEFT JOIN NoWm n ON o.id = n.oid;",
     "INSERT INTO J SELECT o.id FROM Orders o WHERE o.x > 0 AND NOT EXISTS (SELECT 1 FROM Ships WHERE oid = o.id AND x > o.x);",
     "INSERT INTO J SELECT id FROM Orders WHERE id IN (SELECT cur FROM Rates WHERE rate > 1);",
+    "INSERT INTO J SELECT id, window_start, window_end, SUM(x) AS s FROM TABLE(TUMBLE(TABLE Orders, DESCRIPTOR(t), "
+    "INTERVAL '1' MINUTE)) GROUP BY id, window_start, window_end;",
     "INSERT INTO J SELECT id, HOP_END(t, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS e, SUM(x) AS s FROM Orders "
     "GROUP BY HOP(t, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE), id;",
     "INSERT INTO J SELECT o.id, TUMBLE_START(s.t, INTERVAL '1' MINUTE) AS w, COUNT(*) AS n FROM Orders o JOIN Ships s "

@@ -17,8 +17,10 @@ from ..connectors.event_time import CHANGELOG_PREFIX
 from ..connectors.json_decode import decode_option
 from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
+from ..operators.window_aggregate import with_windows
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, naming_style, walk,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
+    WindowTable, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
@@ -165,6 +167,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         cols = [compile_expr(e).alias(f.id) for f, e in node.items]
         meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
         return df.select(*cols, *meta)
+    if isinstance(node, WindowTable):  # rows not grouped by their windows: each copied into every window it is in
+        return with_windows(lower(node.input, records, ctx), node.window, LATERAL_FANOUT)
     if isinstance(node, Aggregate):
         return aggregate_operator(node).lower(node, lower(node.input, records, ctx), replace(ctx, records=records))
     if isinstance(node, Join):

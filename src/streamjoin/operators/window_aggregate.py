@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Aggregate
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Aggregate, GroupWindow
 from .aggregate import AggSpec, _result, accumulate, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
@@ -86,6 +86,21 @@ class WindowAggregate:
         step = window_step(group_ids, specs, integral, window.size_ms, window.delay_ms,
                            [window.start.id, window.end.id, window.rowtime.id], schema.fieldNames())
         return run_segmented(data, BUCKET, step, schema, idle=_idle(window.delay_ms))
+
+
+def with_windows(df: DataFrame, window: GroupWindow, fanout: int) -> DataFrame:
+    """A windowing table function's rows (``plan.nodes.WindowTable``): each row of ``df`` once per window holding
+    its time (none without a time), with the window's start, end and time (end - 1 ms); ``_sub`` numbers the
+    copies of a row (``fanout`` apart)."""
+    time = compile_expr(window.time)
+    millis = F.unix_millis(time) if window.time.type.startswith("timestamp") else time.cast("bigint")
+    copies = df.select("*", F.posexplode(_starts(millis, window.size_ms, window.slide_ms)).alias("__pos", START))
+    start = F.col(START)
+    return copies.select(
+        *[c for c in df.columns if c != SUB], (F.col(SUB) * fanout + F.col("__pos")).alias(SUB),
+        F.timestamp_millis(start).alias(window.start.id),
+        F.timestamp_millis(start + F.lit(window.size_ms)).alias(window.end.id),
+        F.timestamp_millis(start + F.lit(window.size_ms - 1)).alias(window.rowtime.id))
 
 
 def _starts(t, size: int, slide: int):

@@ -13,10 +13,11 @@ from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .group_windows import auxiliary, group_window, with_window_columns
+from .group_windows import auxiliary, group_window, new_window, with_window_columns
 from .joins import bind_join
 from .nodes import (
-    EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, naming_style, walk,
+    EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
+    naming_style, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
@@ -128,9 +129,23 @@ class Binder:
             left = self.bind_from(item.left, windows)
             right = None if isinstance(item.right, ast.LateralTable) else self.bind_from(item.right, windows)
             return bind_join(item, left, right, self)
+        if isinstance(item, ast.WindowTable):
+            return self._bind_window_table(item, windows)
         if isinstance(item, ast.LateralTable):
             raise StatementError("LATERAL TABLE must follow a comma or JOIN", rule="lateral-table-position", pos=item.pos)
         raise StatementError(f"unsupported FROM item {type(item).__name__}", rule="unsupported-from", pos=getattr(item, "pos", None))
+
+    def _bind_window_table(self, item: ast.WindowTable, windows: dict) -> Scope:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size))``: ``t``'s columns and the window's (``plan.group_windows``)."""
+        alias = (item.alias or item.source).text
+        scope = Scope.of(self._bind_relation(ast.Relation(item.source, item.alias, pos=item.pos), windows), alias)
+        time = scope.resolve(ast.Column(item.time, pos=item.time.pos))
+        names = [(alias, f"window_{part}") for part in ("start", "end", "time")]
+        window = new_window(item.function, time, item.sizes, scope.node, names, ast.Call(item.function, (time, *item.sizes), pos=item.pos))
+        node = scope.node
+        table = WindowTable(with_window_columns(node.fields, window), node.kind, node.key, node.key_equivalents,
+                            input=node, window=window)
+        return replace(scope, node=table)
 
     def _bind_relation(self, rel: ast.Relation, windows: dict) -> PlanNode:
         target = self.catalog.lookup(rel.name)
@@ -190,9 +205,9 @@ class Binder:
 
     def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str):
         group_exprs = [self.bind_expr(e, scope) for e in select.group_by]
-        window = None
-        if style == "flink":  # GROUP BY TUMBLE(t, ...) / HOP(t, ...)
-            window, group_exprs = group_window(group_exprs, scope.node)
+        window, source = None, scope.node
+        if style == "flink":  # GROUP BY TUMBLE(t, ...) / HOP(t, ...), or by a window table's start and end
+            window, group_exprs, source = group_window(group_exprs, scope.node)
         groups = tuple((Field("", _name_of(e, style), new_id("g"), _type_of(e)), e) for e in group_exprs)
         aggs: list[tuple[Field, ast.Call]] = []
 
@@ -203,6 +218,8 @@ class Binder:
             column = auxiliary(e, window)
             if column is not None:
                 return column
+            if window is not None and isinstance(e, Ref) and e.id in (window.start.id, window.end.id, window.rowtime.id):
+                return e  # a window table's column: the aggregate's own
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
                 for f, a in aggs:
                     if a == e:
@@ -220,8 +237,8 @@ class Binder:
         key = tuple(f.id for f, _ in groups) + ((window.start.id,) if window is not None else ())
         fields = with_window_columns(tuple(f for f, _ in groups), window) + tuple(f for f, _ in aggs)
         node: PlanNode = Aggregate(fields, "STREAM" if window is not None else "TABLE", key,
-                                   tuple(frozenset([k]) for k in key), input=scope.node, groups=groups,
-                                   aggregates=tuple(aggs), window=window, operator=_aggregate_operator(scope.node, window))
+                                   tuple(frozenset([k]) for k in key), input=source, groups=groups,
+                                   aggregates=tuple(aggs), window=window, operator=_aggregate_operator(source, window))
         if having is not None:
             node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=having, where="HAVING")
         return node, [(e, name, True) for e, name in bound_items], Scope(node, (), scope.input_keys)

@@ -1,6 +1,9 @@
 """Flink's group windows: ``GROUP BY TUMBLE(t, size)`` and ``GROUP BY HOP(t, slide, size)``, with the window's
 auxiliary functions (``TUMBLE_START``, ``TUMBLE_END``, ``TUMBLE_ROWTIME``, and the ``HOP_`` ones) in SELECT and
-HAVING.
+HAVING; and the windowing table functions ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size))`` / ``HOP(..., slide,
+size)``, whose rows carry ``window_start``, ``window_end`` and ``window_time``: a GROUP BY over one by
+``window_start, window_end`` is the same group window (the aggregate assigns the windows itself, under the
+table function), and without one the table function's rows are lowered as they are.
 
 ``t`` must be an event-time attribute of the aggregate's input: a column an input declares ``WATERMARK FOR``,
 passed on unchanged through filters and projections, through an event-time temporal join (its left input's)
@@ -8,7 +11,7 @@ and through an interval join (both inputs'). An interval join holds the watermar
 time up to the join's larger bound behind the watermark, so Flink delays the join's output watermark by
 ``max(upper, -lower)`` of its bounds ``lower <= r.t - l.t <= upper`` (``RowTimeIntervalJoin``'s
 ``getMaxOutputDelay``); the window aggregate after it reads the watermark minus that (``GroupWindow.delay_ms``).
-``SESSION`` windows are not built yet (refused).
+``SESSION`` and ``CUMULATE`` windows are not built yet (refused).
 """
 from __future__ import annotations
 
@@ -18,40 +21,78 @@ from typing import Optional
 from ..errors import StatementError
 from ..sql import ast
 from .intervals import TIME_KEEPING, interval_bounds
-from .nodes import Field, Filter, GroupWindow, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, expr_text
+from . import expressions as ex
+from .nodes import (
+    Field, Filter, GroupWindow, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable, expr_text,
+)
 from .scope import new_id
 
 WINDOWS = {"TUMBLE": 2, "HOP": 3}  # the group window functions and their argument counts
 AUXILIARY = {f"{kind}_{part}": part for kind in WINDOWS for part in ("START", "END", "ROWTIME")}
 
 
-def group_window(group_exprs: list, node: PlanNode) -> tuple[Optional[GroupWindow], list]:
-    """The group window among a GROUP BY's (bound) expressions, if any, and the other expressions."""
-    calls = [e for e in group_exprs if isinstance(e, ast.Call) and e.name in WINDOWS | {"SESSION": 2}]
+def group_window(group_exprs: list, node: PlanNode) -> tuple[Optional[GroupWindow], list, PlanNode]:
+    """The group window of a GROUP BY's (bound) expressions over ``node``, if any, the other expressions, and
+    the aggregate's input: ``node``, or what is under a windowing table function grouped by its
+    ``window_start`` and ``window_end`` (the aggregate assigns the windows itself)."""
+    table = _window_table(node)
+    if table is not None:
+        columns = {table.window.start.id, table.window.end.id}
+        grouped = {e.id for e in group_exprs if isinstance(e, Ref)}
+        if columns <= grouped:
+            return table.window, [e for e in group_exprs if not (isinstance(e, Ref) and e.id in columns)], \
+                _without_window_table(node, table)
+    calls = [e for e in group_exprs if isinstance(e, ast.Call) and e.name in WINDOWS.keys() | {"SESSION"}]
     if not calls:
-        return None, group_exprs
-    call = calls[0]
+        return None, group_exprs, node
     if len(calls) > 1:
         raise StatementError("GROUP BY takes one group window", rule="group-window", pos=calls[1].pos)
-    if call.name == "SESSION":
-        raise StatementError("SESSION group windows are not supported yet (TUMBLE and HOP are; issue #26)",
-                             rule="group-window", pos=call.pos)
-    if len(call.args) != WINDOWS[call.name] or not all(isinstance(a, ast.Interval) for a in call.args[1:]):
-        shape = "TUMBLE(time_attr, INTERVAL size)" if call.name == "TUMBLE" else "HOP(time_attr, INTERVAL slide, INTERVAL size)"
-        raise StatementError(f"{expr_text(call)}: write it {shape}", rule="group-window", pos=call.pos)
-    time, sizes = call.args[0], [a.millis for a in call.args[1:]]
+    call = calls[0]
+    names = [("", f"{call.name.lower()}_{part}") for part in ("start", "end", "rowtime")]
+    window = new_window(call.name, call.args[0] if call.args else None, call.args[1:], node, names, call)
+    return window, [e for e in group_exprs if e is not call], node
+
+
+def new_window(kind: str, time: Optional[ast.Expr], sizes, node: PlanNode, names: list, at: ast.Expr) -> GroupWindow:
+    """A ``kind`` window (TUMBLE: size; HOP: slide, size) over ``time``, an event-time attribute of ``node``,
+    its columns (start, end, time) named ``names``: (qualifier, name) pairs."""
+    if kind not in WINDOWS:
+        raise StatementError(f"{kind} windows are not supported yet (TUMBLE and HOP are; issue #26)", rule="group-window",
+                             pos=at.pos)
+    if len(sizes) != WINDOWS[kind] - 1 or not all(isinstance(s, ast.Interval) for s in sizes):
+        shape = "TUMBLE(time_attr, INTERVAL size)" if kind == "TUMBLE" else "HOP(time_attr, INTERVAL slide, INTERVAL size)"
+        raise StatementError(f"{expr_text(at)}: write it {shape}", rule="group-window", pos=at.pos)
     attributes = time_attributes(node)
     if not isinstance(time, Ref) or time.id not in attributes:
         raise StatementError(
-            f"{expr_text(call)}: {expr_text(time)} is not an event-time attribute (a column with WATERMARK FOR, or one "
-            "an interval or event-time temporal join passed on)", rule="group-window", pos=call.pos)
-    if any(size <= 0 for size in sizes):
-        raise StatementError(f"{expr_text(call)}: a window's size and slide are positive", rule="group-window", pos=call.pos)
-    slide, size = (sizes[0], sizes[0]) if call.name == "TUMBLE" else (sizes[0], sizes[1])
-    columns = [Field("", f"{call.name.lower()}_{part.lower()}", new_id(f"w_{part.lower()}"), "timestamp")
-               for part in ("START", "END", "ROWTIME")]
-    window = GroupWindow(call.name, time, size, slide, attributes[time.id], *columns)
-    return window, [e for e in group_exprs if e is not call]
+            f"{expr_text(at)}: {expr_text(time) if time is not None else 'its time'} is not an event-time attribute (a "
+            "column with WATERMARK FOR, or one an interval or event-time temporal join passed on)", rule="group-window",
+            pos=at.pos)
+    millis = [s.millis for s in sizes]
+    if any(m <= 0 for m in millis):
+        raise StatementError(f"{expr_text(at)}: a window's size and slide are positive", rule="group-window", pos=at.pos)
+    slide, size = (millis[0], millis[0]) if kind == "TUMBLE" else (millis[0], millis[1])
+    columns = [Field(q, name, new_id(f"w_{part}"), "timestamp") for (q, name), part in zip(names, ("start", "end", "rowtime"))]
+    return GroupWindow(kind, time, size, slide, attributes[time.id], *columns)
+
+
+def _window_table(node: PlanNode) -> Optional[WindowTable]:
+    """The windowing table function under ``node`` through filters, if any."""
+    while isinstance(node, Filter):
+        node = node.input
+    return node if isinstance(node, WindowTable) else None
+
+
+def _without_window_table(node: PlanNode, table: WindowTable) -> PlanNode:
+    """``node`` with ``table`` replaced by its input: the filters above it may not read the window's columns."""
+    if node is table:
+        return table.input
+    window_ids = {table.window.start.id, table.window.end.id, table.window.rowtime.id}
+    if any(isinstance(n, Ref) and n.id in window_ids for n in ex.walk(node.predicate)):
+        raise StatementError("a WHERE on window_start, window_end or window_time of a window aggregate is not "
+                             "supported yet (issue #26)", rule="group-window", pos=node.predicate.pos)
+    inner = _without_window_table(node.input, table)
+    return replace(node, input=inner, fields=inner.fields)
 
 
 def auxiliary(e: ast.Expr, window: Optional[GroupWindow]) -> Optional[Ref]:
@@ -79,6 +120,9 @@ def time_attributes(node: PlanNode) -> dict[str, int]:
         return {f.id: 0 for f in node.fields if column and f.name.casefold() == column and f.qualifier == node.alias}
     if isinstance(node, (Filter, Lateral, Repartition)):
         return time_attributes(node.input)
+    if isinstance(node, WindowTable):  # window_time is one too
+        inner = time_attributes(node.input)
+        return {**inner, node.window.rowtime.id: inner[node.window.time.id]}
     if isinstance(node, Project):
         inner = time_attributes(node.input)
         return {f.id: inner[e.id] for f, e in node.items if isinstance(e, Ref) and e.id in inner}

@@ -219,6 +219,24 @@ class GroupWindow:
 
 
 @dataclass(frozen=True)
+class WindowTable(PlanNode):
+    """Flink's windowing table function (``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size))``, or HOP): each row of
+    ``input`` once per window holding its time, with the window's columns ``window_start``, ``window_end``
+    and ``window_time`` (``window.start`` ...). A GROUP BY over it by ``window_start, window_end`` is the
+    group window ``window`` (``plan.group_windows``)."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    window: GroupWindow = None  # type: ignore[assignment]
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"WindowTable {self.window.describe()}"
+
+
+@dataclass(frozen=True)
 class Aggregate(PlanNode):
     """GROUP BY: a changelog keyed by the grouping expressions; with a Flink group ``window``, an append-only
     stream of one row per group and window, keyed by the grouping expressions and the window's start."""

@@ -311,6 +311,19 @@ class Join(FromItem):
 
 
 @dataclass(frozen=True)
+class WindowTable(FromItem):
+    """Flink's windowing table-valued function ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size))`` (``HOP``: slide,
+    size; ``CUMULATE``: step, size): ``t``'s rows with ``window_start``, ``window_end`` and ``window_time``."""
+
+    function: str
+    source: Ident
+    time: Ident
+    sizes: tuple[Expr, ...]
+    alias: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class Lateral(FromItem):
     """Lenses ``source LATERAL expr AS alias`` (repeatable: nests left-deep)."""
 

@@ -387,6 +387,29 @@ class AstBuilder(Transformer):
     def lenses_lateral(self, meta, source, expr, alias):
         return ast.Lateral(source, expr, alias, pos=self._pos(meta))
 
+    def window_table(self, meta, name, *rest):
+        *args, alias = rest
+        named = {n.text.casefold(): v for n, v in args if n is not None}
+        positional = [v for n, v in args if n is None]
+        table = named.pop("data", None) or (positional.pop(0) if positional else None)
+        time = named.pop("timecol", None) or (positional.pop(0) if positional else None)
+        order = {"TUMBLE": ("size",), "HOP": ("slide", "size"), "CUMULATE": ("step", "size")}.get(name.text.upper(), ())
+        sizes = [named.pop(n) if n in named else (positional.pop(0) if positional else None) for n in order]
+        if not isinstance(table, tuple) or table[0] != "table" or not isinstance(time, tuple) or time[0] != "descriptor" \
+                or not order or None in sizes or positional or named:
+            raise self._invalid(f"{name.text}(TABLE t, DESCRIPTOR(time_column), INTERVAL ...): a windowing table function "
+                                "TUMBLE(size), HOP(slide, size) or CUMULATE(step, size)", meta)
+        return ast.WindowTable(name.text.upper(), table[1], time[1], tuple(sizes), alias, pos=self._pos(meta))
+
+    def tvf_arg(self, meta, name, value):
+        return name, value
+
+    def tvf_table(self, meta, name):
+        return "table", name
+
+    def tvf_descriptor(self, meta, column):
+        return "descriptor", column
+
     def lateral_table(self, meta, call, alias, column_aliases):
         return ast.LateralTable(call, alias, column_aliases or (), pos=self._pos(meta))
 
