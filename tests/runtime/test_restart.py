@@ -50,6 +50,8 @@ CREATE TABLE fr (k STRING, v INT, t TIMESTAMP(3), PRIMARY KEY (k) NOT ENFORCED, 
 INSERT INTO shipped SELECT o.id, s.id AS sid FROM fo o LEFT JOIN fs s ON o.k = s.k AND s.t BETWEEN o.t AND o.t + INTERVAL '5' SECOND;
 INSERT INTO versioned SELECT o.id, r.v FROM fo o LEFT JOIN fr FOR SYSTEM_TIME AS OF o.t AS r ON o.k = r.k;
 INSERT INTO regular SELECT s.id, r.v FROM fs s FULL JOIN fr r ON s.k = r.k;
+INSERT INTO windowed SELECT k, TUMBLE_START(t, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM fo
+  GROUP BY TUMBLE(t, INTERVAL '10' SECOND), k;
 """
 
 
@@ -84,7 +86,7 @@ SQLSTREAM_INPUTS = [
 SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT + SQLSTREAM_SCRIPT
 INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS + SQLSTREAM_INPUTS
 SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular",
-         "RANGED", "COUNTED", "FRAMED")
+         "windowed", "RANGED", "COUNTED", "FRAMED")
 
 
 def _run(home, script, *extra):
