@@ -121,6 +121,18 @@ STATE = DeclaredState(
     purged="never: an unwindowed aggregate needs every group (as in ksqlDB)")
 
 
+def aggregate_specs(node: Aggregate) -> tuple[list, list[AggSpec]]:
+    """Each aggregate's argument as a column ``__arg<i>`` to select (none for COUNT(*)), and its ``AggSpec``."""
+    arg_cols, specs = [], []
+    for i, (f, call) in enumerate(node.aggregates):
+        arg_id = None
+        if call.args and not call.star:
+            arg_id = f"__arg{i}"
+            arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
+        specs.append(AggSpec(call.name, arg_id, f.id, call.distinct))
+    return arg_cols, specs
+
+
 class AggregateOperator:
     def state(self, node: Aggregate) -> DeclaredState:
         return STATE
@@ -128,13 +140,7 @@ class AggregateOperator:
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         groups = [(f.id, e) for f, e in node.groups]
 
-        arg_cols, specs = [], []
-        for i, (f, call) in enumerate(node.aggregates):
-            arg_id = None
-            if call.args and not call.star:
-                arg_id = f"__arg{i}"
-                arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
-            specs.append(AggSpec(call.name, arg_id, f.id, call.distinct))
+        arg_cols, specs = aggregate_specs(node)
         prepared = df.select(*[compile_expr(e).alias(gid) for gid, e in groups], *arg_cols, ROWTIME, SEQ, SUB)
         types = {fld.name: fld.dataType for fld in prepared.schema.fields}
         out_fields = [StructField(gid, types[gid]) for gid, _ in groups]

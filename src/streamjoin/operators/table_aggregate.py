@@ -35,7 +35,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
-from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, result_type
+from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
@@ -64,12 +64,7 @@ class TableAggregate:
                 raise NotYetSupported(f"{call.name} in a GROUP BY over a table (only {', '.join(sorted(UNDOABLE))} can be undone)",
                                       issue=4, pos=call.pos)
         groups = [f.id for f, _ in node.groups]
-        specs, arg_cols = [], []
-        for i, (f, call) in enumerate(node.aggregates):
-            arg = f"__arg{i}" if call.args and not call.star else None
-            if arg:
-                arg_cols.append(compile_expr(call.args[0]).alias(arg))
-            specs.append(AggSpec(call.name, arg, f.id, call.distinct))
+        arg_cols, specs = aggregate_specs(node)
         row_key = [f"__rk{i}" for i in range(len(node.input.key))]
         tombstone = F.coalesce(F.col(TOMBSTONE), F.lit(False)) if TOMBSTONE in df.columns else F.lit(False)
         prepared = df.select(*[F.col(k).alias(rk) for k, rk in zip(node.input.key, row_key)],

@@ -35,7 +35,7 @@ from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Aggregate, GroupWindow
-from .aggregate import AggSpec, _result, accumulate, result_type
+from .aggregate import _result, accumulate, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
@@ -62,13 +62,7 @@ class WindowAggregate:
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         window = node.window
         group_ids = [f.id for f, _ in node.groups]
-        arg_cols, specs = [], []
-        for i, (f, call) in enumerate(node.aggregates):
-            arg_id = None
-            if call.args and not call.star:
-                arg_id = f"__arg{i}"
-                arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
-            specs.append(AggSpec(call.name, arg_id, f.id, call.distinct))
+        arg_cols, specs = aggregate_specs(node)
         time = compile_expr(window.time)
         millis = F.unix_millis(time) if window.time.type.startswith("timestamp") else time.cast("bigint")
         prepared = df.select(*[compile_expr(e).alias(g) for g, (_, e) in zip(group_ids, node.groups)], *arg_cols,
