@@ -173,27 +173,47 @@ def window_records(seed: int, n: int = 60):
     return [(rng.choice("ab"), rng.randrange(10), max(0, i * 300 + rng.randrange(-2500, 800))) for i in range(n)]
 
 
-def window_run(records, cuts, size, slide, delay, cold=False):
+def group_window(size, slide, delay=0, grace=0, kind="HOP", emit="FINAL"):
+    from streamjoin.plan.nodes import Field, GroupWindow, Ref
+
+    ksql = kind in ("TUMBLING", "HOPPING")
+    columns = [Field("", name, name, "bigint" if ksql else "timestamp") for name in ("ws", "we", "wr")]
+    time = None if ksql else Ref("t", "timestamp")
+    return GroupWindow(kind, time, size, slide, delay, columns[0], columns[1], None if ksql else columns[2],
+                       grace_ms=grace, emit=emit, retention_ms=size + grace if ksql else 0)
+
+
+def window_run(records, cuts, window, cold=False):
+    """The window aggregate step over ``records`` cut at ``cuts``: (key, window start, COUNT, SUM[, time]) rows in
+    output order; a ksqlDB window's rows carry their time too."""
     from streamjoin.operators import window_aggregate as wa
-    from streamjoin.operators.keyed_inputs import SIDE, TICK
-    from streamjoin.plan.nodes import STREAM_TIME
+    from streamjoin.operators.keyed_inputs import CLOCK_STEPS, SIDE, TICK
+    from streamjoin.plan.nodes import STREAM_TIME, WINDOW_START
 
     specs = [AggSpec("COUNT", None, "n"), AggSpec("SUM", "v", "s")]
-    names = ["k", "ws", "we", "wr", "n", "s", ROWTIME, SEQ, SUB, STREAM_TIME]
-    step = as_step(wa.window_step(["k"], specs, ["v"], size, delay, ["ws", "we", "wr"], names), cold, idle=wa._idle(delay))
+    names = ["k", *(c.id for c in window.columns), "n", "s", ROWTIME, SEQ, SUB, STREAM_TIME]
+    names += [WINDOW_START] if window.ksql else []
+    step = as_step(wa.window_step(window, ["k"], specs, ["v"], names), cold,
+                   idle=wa._idle(window.delay_ms + window.grace_ms))
+    size, slide = window.size_ms, window.slide_ms
     state, out, clock = None, [], np.iinfo(np.int64).min
     bounds = [0] + sorted(cuts) + [len(records)]
     for a, b in zip(bounds, bounds[1:]):
         rows = []
         for i in range(a, b):
             k, v, t = records[i]
-            clock = max(clock, t)  # the watermark (no delay) including the record
+            clock = max(clock, t)  # the watermark (no delay) or stream time, including the record
             last = t - t % slide
-            rows += [{"k": k, "v": v, wa.START: s, SEQ: i, SUB: 0, STREAM_TIME: clock, SIDE: wa.ROW}
-                     for s in range(last, t - size, -slide)]
-        rows.append({"k": None, "v": None, wa.START: None, SEQ: b - 1, SUB: None, STREAM_TIME: clock, SIDE: TICK})
+            starts = [s for s in range(last, t - size, -slide) if s >= 0 or not window.ksql][::-1]
+            rows += [{"k": k, "v": v, "__t": t, wa.START: s, SEQ: i, SUB: pos, STREAM_TIME: clock, SIDE: wa.ROW}
+                     for pos, s in enumerate(starts)]
+        steps = tuple(sorted({r[STREAM_TIME] for r in rows}))  # the clock values the batch reached
+        rows.append({"k": None, "v": None, "__t": None, wa.START: None, SEQ: b - 1, SUB: None, STREAM_TIME: clock,
+                     SIDE: TICK, CLOCK_STEPS: steps})
         result, state = step(state, pd.DataFrame(rows))
-        out += [(r["k"], r["ws"].value // 10**6, r["n"], r["s"]) for r in result.sort_values([SEQ, SUB]).to_dict("records")]
+        for r in result.sort_values([SEQ, SUB], kind="stable").to_dict("records"):
+            start = r["ws"] if window.ksql else r["ws"].value // 10**6
+            out.append((r["k"], start, r["n"], r["s"]) + ((r[ROWTIME],) if window.ksql else ()))
     return out
 
 
@@ -222,7 +242,82 @@ def test_group_windows_leave_once_with_their_on_time_rows_whatever_the_cuts(seed
     for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
         if cold and len(cuts) > 9:
             continue  # (replaying the log every batch is slow to drive one record at a time)
-        got = window_run(records, cuts, size, slide, delay, cold)
+        got = window_run(records, cuts, group_window(size, slide, delay), cold)
         assert sorted(got) == sorted(expected)
         # leaving windows in order of their end, whatever batch each left in
         assert [s + size for _, s, _, _ in got] == sorted(s + size for _, s, _, _ in got)
+
+
+# ------------------------------------------------------------------ ksqlDB windows (TUMBLING, HOPPING; EMIT CHANGES, FINAL)
+
+KSQL_WINDOWS = [  # (size, advance, grace) in ms
+    (4000, 4000, 0), (4000, 4000, 1500), (4000, 2000, 1000), (3000, 1000, 500),
+]
+
+
+def ksql_reference(records, size, advance, grace, emit):
+    """Kafka Streams' ``KStreamWindowAggregate`` with one stream time: a row updates each of its windows (starts
+    from 0, earliest first) whose end is after stream time (including the row) minus the grace; EMIT CHANGES
+    writes the window after each update, EMIT FINAL each window once the final stream time closed it, in the
+    order of its end, unless the record that closed it also moved the store's latest window start past the
+    window's start + retention; a row's time is its window's latest."""
+    windows, clock, changes, expired = {}, np.iinfo(np.int64).min, [], set()
+    for i, (k, v, t) in enumerate(records):
+        if t > clock:  # the store drops windows starting before its latest start minus the retention (size + grace)
+            expired |= {w for w in windows if w[1] + size + grace > clock and w[1] < t - t % advance - size - grace}
+        clock = max(clock, t)
+        for s in sorted(s for s in range(t - t % advance, t - size, -advance) if s >= 0):
+            if s + size > clock - grace:
+                first, n, total, latest = windows.get((k, s), (i, 0, 0, t))
+                windows[(k, s)] = (first, n + 1, total + v, max(latest, t))
+                changes.append((k, s) + windows[(k, s)][1:])
+    if emit == "CHANGES":
+        return changes
+    closed = sorted((s + size, first, k, s, n, total, latest) for (k, s), (first, n, total, latest) in windows.items()
+                    if s + size <= clock - grace and (k, s) not in expired)
+    return [(k, s, n, total, latest) for _, _, k, s, n, total, latest in closed]
+
+
+def gappy_records(seed: int, n: int = 60):
+    """(key, value, time) with times that now and then jump ahead by several windows, and late rows."""
+    rng, t, out = random.Random(seed), 0, []
+    for _ in range(n):
+        t += rng.choice([0, 200, 500, 900, 9000]) if rng.random() < 0.8 else 0
+        out.append((rng.choice("ab"), rng.randrange(10), max(0, t - rng.choice([0, 0, 0, 1500, 4000]))))
+    return out
+
+
+@pytest.mark.parametrize("emit", ["CHANGES", "FINAL"])
+@pytest.mark.parametrize("size,advance,grace", KSQL_WINDOWS)
+@pytest.mark.parametrize("records", ["disordered", "gappy"])
+@pytest.mark.parametrize("seed", range(3))
+def test_ksqldb_windows_update_or_close_by_stream_time_and_grace_whatever_the_cuts(seed, records, size, advance, grace, emit):
+    records = window_records(seed) if records == "disordered" else gappy_records(seed)
+    expected = ksql_reference(records, size, advance, grace, emit)
+    window = group_window(size, advance, grace=grace, kind="TUMBLING" if size == advance else "HOPPING", emit=emit)
+    for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
+        got = window_run(records, cuts, window)
+        if emit == "CHANGES":  # in ingestion order, each row's windows earliest first
+            assert got == expected
+        else:
+            assert sorted(got) == sorted(expected)
+            assert [s + size for _, s, *_ in got] == sorted(s + size for _, s, *_ in got)
+
+
+def test_a_ksqldb_aggregate_update_takes_the_latest_time_of_its_group():
+    specs = [AggSpec("COUNT", None, "n")]
+    step = as_step(aggregate.bucket_step(["g"], ["g"], specs, [], ["g", "n", ROWTIME, SEQ, SUB], latest_time=True))
+    frame = pd.DataFrame({"g": ["a", "a", "b", "a"], ROWTIME: [10, 5, 7, 12], SEQ: [1, 2, 3, 4], SUB: 0})
+    for cuts in ([], [1], [1, 2, 3]):
+        out, _ = run(step, frame, cuts)
+        assert [(g, n, t) for g, n, t, *_ in out] == [("a", 1, 10), ("a", 2, 10), ("b", 1, 7), ("a", 3, 12)]
+
+
+def test_ksqldb_emit_final_loses_a_window_its_store_expired_before_its_close_was_seen():
+    """ksqlDB's suppress test "should support final results for tumbling windows": a jump from 2 to 5 closes
+    [0, 2) and [2, 4) at once, but Kafka Streams' store (retention 3) already dropped [0, 2)."""
+    records = [("k1", 1, t) for t in (0, 1, 2, 1, 0, 5)]
+    window = group_window(2, 2, grace=1, kind="TUMBLING", emit="FINAL")
+    assert ksql_reference(records, 2, 2, 1, "FINAL") == [("k1", 2, 1, 1, 2)]
+    for cuts in ([], [3], [1, 2, 3, 4, 5]):
+        assert window_run(records, cuts, window) == [("k1", 2, 1, 1, 2)]

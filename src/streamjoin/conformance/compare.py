@@ -1,8 +1,9 @@
 """Comparing produced records with a case's expected outputs (rules in shared/conformance/README.md).
 
 Column names compare case-insensitively; numbers by value (a DECIMAL written as a string equals the
-number); timestamps as instants. ``ordering``: per-key (default), total, none. ``compare``: changelog
-(default: exactly the listed records) or final (the last value per key, or the last record if keyless).
+number); timestamps as instants; a record's ``window`` (a windowed key's) when the expected record gives one.
+``ordering``: per-key (default), total, none. ``compare``: changelog (default: exactly the listed records) or
+final (the last value per key and window, or the last record if keyless).
 """
 from __future__ import annotations
 
@@ -51,7 +52,21 @@ def key_text(key: Any) -> Any:
     return normalise(str(key)) if not isinstance(key, str) else normalise(key)
 
 
-def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp: int) -> dict:
+def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp: int,
+                  window: Optional[tuple[str, int]] = None) -> dict:
+    """A produced record as a case writes one. ``window``: the topic's (window type, size ms) when its keys are
+    windowed: the key's last 8 bytes are then its window's start (Kafka Streams' ``TimeWindowedSerializer``)."""
+    span = None
+    if window is not None and key is not None and len(key) >= 8:
+        start = int.from_bytes(key[-8:], "big", signed=True)
+        key, span = key[:-8], {"start": start, "end": start + window[1], "type": "time"}
+    record = _record(topic, key, value, timestamp)
+    if span is not None:
+        record["window"] = span
+    return record
+
+
+def _record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp: int) -> dict:
     k: Any = None
     if key is not None:
         text = key.decode("utf-8", "replace")
@@ -77,7 +92,15 @@ def _matches(expected: dict, actual: dict) -> bool:
         return False
     if "timestamp" in expected and expected["timestamp"] != actual.get("timestamp"):
         return False
+    if "window" in expected and _window(expected) != _window(actual):
+        return False
     return True
+
+
+def _window(record: dict) -> Optional[tuple]:
+    """A record's window (start, end, type), as ksqlDB's test files write it; None for an unwindowed key."""
+    w = record.get("window")
+    return None if w is None else (int(w["start"]), int(w["end"]), str(w.get("type", "time")).casefold())
 
 
 def compare(expected: list[dict], actual: list[dict], *, ordering: str, mode: str) -> Optional[str]:
@@ -98,7 +121,7 @@ def compare(expected: list[dict], actual: list[dict], *, ordering: str, mode: st
 def _final(records: list[dict]) -> list[dict]:
     last: dict = {}
     for r in records:
-        last[(r["topic"], key_text(r.get("key")) if "key" in r else None)] = r
+        last[(r["topic"], key_text(r.get("key")) if "key" in r else None, _window(r))] = r
     return list(last.values())
 
 
@@ -136,6 +159,8 @@ def diff(expected: list[dict], actual: list[dict]) -> str:
         parts.append(f"value={json.dumps(r.get('value'), sort_keys=True)}")
         if "timestamp" in r:
             parts.append(f"ts={r['timestamp']}")
+        if r.get("window") is not None:
+            parts.append("window=[{start},{end})".format(**r["window"]))
         return f"{r['topic']}: " + " ".join(parts)
 
     lines = ["expected:"] + [f"  {show(r)}" for r in expected] + ["actual:"] + [f"  {show(r)}" for r in actual]

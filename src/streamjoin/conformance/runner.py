@@ -155,9 +155,10 @@ def _read_sinks(engine: Engine, expected_topics: set[str]) -> list[dict]:
     if dead.casefold() in expected_topics and engine.store.exists(dead):
         topics.append(dead)
     writers = {q.topic: q.value_writer for q in engine.queries if q.value_writer}
+    windows = {q.topic: q.planned.plan.target.window for q in engine.queries}
     out = []
     for topic in topics:
         for r in engine.store.records(topic):
             value = r.value if r.value is None or topic not in writers else value_as_json(writers[topic], r.value)
-            out.append(actual_record(topic, r.key, value, r.timestamp))
+            out.append(actual_record(topic, r.key, value, r.timestamp, windows.get(topic)))
     return out

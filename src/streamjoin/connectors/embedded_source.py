@@ -17,7 +17,9 @@ With ``sideTopics`` as well (JSON list of topics), ``topic_times`` holds each of
 With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
 0..N-1, ``seq`` and ``stream_time`` of the batch's last record, ``timestamp`` = the clock at the batch's
 first record): time-driven operators bucket their state
-N ways and use the ticks to see the batch-end stream time in every bucket, input or not. ``maxRecordsPerBatch`` caps a batch at N records (the
+N ways and use the ticks to see the batch-end stream time in every bucket, input or not. With ``clockSteps``
+true as well, each tick row also holds ``clock_steps``: every clock value the batch's records reached, rising
+(a bucket sees when the clock passed a time, not only where it ended: a ksqlDB EMIT FINAL window needs it). ``maxRecordsPerBatch`` caps a batch at N records (the
 conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest`` (default) or
 ``latest``. Workers read the segment files directly, so ``root`` must be visible to every executor.
 With ``decode``, the reader also decodes JSON values of the named topics (``connectors.json_decode``).
@@ -59,6 +61,7 @@ ARROW_SCHEMA = pa.schema(
         ("stream_time", pa.int64()),
         ("headers", HEADERS_TYPE),  # null unless the reader is asked for headers
         ("topic_times", TOPIC_TIMES_TYPE),  # null unless the reader is asked for ``sideTopics``
+        ("clock_steps", TOPIC_TIMES_TYPE),  # on tick rows, when the reader is asked for ``clockSteps``; else null
     ]
 )
 SOURCE_SCHEMA = from_arrow_schema(ARROW_SCHEMA)
@@ -99,6 +102,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.starting = options.get("startingoffsets", "earliest").lower()
         self.clock = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
+        self.clock_steps = options.get("clocksteps", "false").lower() == "true"
         self.headers = options.get("headers", "false").lower() == "true"
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
@@ -199,7 +203,8 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             [table.column("topic")]
             + [table.column(n) for n in ("partition", "offset", "timestamp", "seq", "key", "value")]
             + [stream_time, table.column("headers") if self.headers else pa.nulls(table.num_rows, HEADERS_TYPE),
-               topic_times if topic_times is not None else pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)],
+               topic_times if topic_times is not None else pa.nulls(table.num_rows, TOPIC_TIMES_TYPE),
+               pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)],
             schema=ARROW_SCHEMA,
         )
         yield from with_decoded(out, self.decode)
@@ -207,7 +212,8 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start,
-                              topic_times[-1].as_py() if topic_times is not None else None)
+                              topic_times[-1].as_py() if topic_times is not None else None,
+                              clock_steps(stream_time) if self.clock_steps else None)
             yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
@@ -292,18 +298,24 @@ def clock_columns(clock: np.ndarray):
 
 
 def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[int],
-              topic_times: Optional[list] = None) -> pa.Table:
+              topic_times: Optional[list] = None, steps: Optional[list] = None) -> pa.Table:
     """``count`` tick rows: ``stream_time`` is the clock at the batch's end, ``timestamp`` at its first record,
-    ``topic_times`` the side topics' clocks at its end."""
+    ``topic_times`` the side topics' clocks at its end, ``steps`` the clock values the batch reached."""
     return pa.table(
         [
             pa.array([TICK_TOPIC] * count, pa.string()), pa.array(range(count), pa.int32()),
             pa.array([-1] * count, pa.int64()), pa.array([start] * count, pa.int64()), pa.array([seq] * count, pa.int64()),
             pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), pa.array([stream_time] * count, pa.int64()),
             pa.nulls(count, HEADERS_TYPE), pa.array([topic_times] * count, TOPIC_TIMES_TYPE),
+            pa.array([steps] * count, TOPIC_TIMES_TYPE),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+def clock_steps(stream_time: pa.Array) -> list:
+    """The distinct clock values of a batch's records (its ``stream_time``), rising."""
+    return pc.unique(pc.drop_null(stream_time)).sort().to_pylist()
 
 
 def source_schema(decode: Optional[str]) -> StructType:

@@ -39,8 +39,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from .embedded_source import (
-    ARROW_SCHEMA, TOPIC_TIMES_TYPE, clock_columns, clock_state, count_null_values, reader_clock, source_schema, tick_rows,
-    topic_column,
+    ARROW_SCHEMA, TOPIC_TIMES_TYPE, clock_columns, clock_state, clock_steps, count_null_values, reader_clock, source_schema,
+    tick_rows, topic_column,
 )
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, with_decoded
@@ -88,6 +88,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         self.fail_on_loss = options.get("failondataloss", "true").lower() != "false"
         self.clock: Optional[Clock] = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
+        self.clock_steps = options.get("clocksteps", "false").lower() == "true"
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
         self.decode = decode_plan(options.get("decode"))
@@ -253,7 +254,8 @@ class KafkaTopicReader(DataSourceStreamReader):
             known = times[times != NO_TIME]
             first = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first,
-                              topic_times[-1].as_py() if topic_times is not None else None)
+                              topic_times[-1].as_py() if topic_times is not None else None,
+                              clock_steps(stream_time) if self.clock_steps else None)
             yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
@@ -320,7 +322,8 @@ def _rows(table: pa.Table, topic, seq, stream_time, decode, topic_times=None) ->
         topic_times = pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)
     out = pa.table(
         [topic] + [table.column(n) for n in ("partition", "offset", "timestamp")] + [seq]
-        + [table.column("key"), table.column("value"), stream_time, table.column("headers"), topic_times],
+        + [table.column("key"), table.column("value"), stream_time, table.column("headers"), topic_times,
+           pa.nulls(table.num_rows, TOPIC_TIMES_TYPE)],
         schema=ARROW_SCHEMA,
     )
     yield from with_decoded(out, decode)

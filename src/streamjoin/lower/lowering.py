@@ -19,14 +19,14 @@ from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
     WindowTable, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import aggregate_operator, operator_for
 
-META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES)
+META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
 
 
@@ -72,9 +72,15 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     sides = side_topics(plan)
     if sides:  # each input's own clock on every record (DIALECT §3: a KSQL window store's retention)
         reader = reader.option("sideTopics", json.dumps(sides))
+    steps = any(isinstance(n, Aggregate) and n.window is not None and n.window.ksql and n.window.emit == "FINAL"
+                for n in walk(plan))
+    if steps:  # every clock value of a batch on its ticks (``operators.window_aggregate``: EMIT FINAL)
+        reader = reader.option("clockSteps", "true")
     records = reader.load()
     if not sides:
         records = records.drop("topic_times")
+    if not steps:
+        records = records.drop("clock_steps")
     reads = len(scans) + clocked  # each scan, and the tick rows
     return read_once(records) if reads > 1 else records
 

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from ..connectors.formats import delimiter_of, rows_to_binary, writer_schema
-from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Sink
+from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_START, Sink
 from .decode import unwrapped_value
 
 TO_JSON = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS"}
@@ -24,7 +24,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
-    key = _key(sink, target.key_format).alias("key")
+    key = _key(sink, target.key_format, df).alias("key")
     writer = value_writer(sink, df)
     if writer is not None:
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
@@ -72,7 +72,16 @@ def unwrapped(sink: Sink) -> bool:
     return len(fields) == 1 and (sink.input.field(fields[0]).name.casefold() == "_value" or unwrapped_value(sink.target))
 
 
-def _key(sink: Sink, key_format: str) -> Column:
+def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
+    """The record key; a windowed result's key is followed by its window's start as 8 big-endian bytes (Kafka
+    Streams' ``TimeWindowedSerializer``)."""
+    key = _unwindowed_key(sink, key_format)
+    if WINDOW_START in df.columns:
+        key = F.concat(F.coalesce(key, F.lit(b"")), F.unhex(F.lpad(F.hex(F.col(WINDOW_START)), 16, "0")))
+    return key
+
+
+def _unwindowed_key(sink: Sink, key_format: str) -> Column:
     node = sink.input
     keys = list(sink.key)
     if not keys:

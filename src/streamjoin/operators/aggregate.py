@@ -115,8 +115,9 @@ def _scalar(v: Any) -> Any:
 
 
 STATE = DeclaredState(
-    "aggregate", 1,
-    keeps="one row per group: its grouping values and one accumulator per aggregate",
+    "aggregate", 2,
+    keeps="one row per group: its grouping values, one accumulator per aggregate and (ksqlDB, Lenses) the latest "
+          "time of its records",
     segments="chunks of the groups' change log",
     purged="never: an unwindowed aggregate needs every group (as in ksqlDB)")
 
@@ -152,18 +153,22 @@ class AggregateOperator:
             prepared = prepared.withColumn(GLOBAL, F.lit(0))
         keys = group_ids or [GLOBAL]
         data = bucketed(prepared, keys, ctx.time_buckets)
+        kafka_streams = naming_style(node) != "flink"
         step = bucket_step(keys, group_ids, specs, integral_columns(data, keys + [s.arg for s in specs if s.arg]),
-                           output_schema.fieldNames(), drop_null_groups=naming_style(node) != "flink")
+                           output_schema.fieldNames(), drop_null_groups=kafka_streams, latest_time=kafka_streams)
         return run_segmented(data, BUCKET, step, output_schema)
 
 
 def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str],
-                drop_null_groups: bool = False):
+                drop_null_groups: bool = False, latest_time: bool = False):
     """The per-bucket step over segmented state: the groups' accumulators are a table log keyed by ``keys``
     (``state.read_table``), one accumulator column ``__acc<i>`` per aggregate. ``drop_null_groups``: a record
     with a null grouping value is dropped and counted (``null_key``), as ksqlDB and Kafka Streams exclude it;
-    Flink groups it under NULL."""
+    Flink groups it under NULL. ``latest_time``: an update's time is the latest time of its group's records so
+    far, kept as one more accumulator (Kafka Streams' ``KStreamAggregate``); otherwise its record's time."""
     accs = [f"__acc{i}" for i in range(len(specs))]
+    if latest_time:
+        specs, accs = [*specs, AggSpec("MAX", ROWTIME, ROWTIME)], [*accs, "__latest"]
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
@@ -183,8 +188,8 @@ def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], int
             if len(store):
                 prior[found >= 0] = store[acc].to_numpy()[found[found >= 0]]
             values = rows[spec.arg] if spec.arg else None
-            out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral)
-        for c in (ROWTIME, SEQ, SUB):
+            out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral or spec.arg == ROWTIME)
+        for c in (SEQ, SUB) if latest_time else (ROWTIME, SEQ, SUB):
             out[c] = rows[c].to_numpy()
         table = apply_changes(meta["table"], segments, store, changes.assign(**{GONE: False}), keys)
         meta["rows"] = len(table)

@@ -24,6 +24,7 @@ from .base import LoweringContext
 from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
 
 SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
+CLOCK_STEPS = "__clock_steps"  # on tick rows, when asked for: every clock value the batch reached, rising
 NO_TIME = np.iinfo(np.int64).min  # a null clock (no time read yet), as an int64 that sorts first
 TICK = 3  # the side tag of tick rows: after both inputs' rows of the same ingestion position
 
@@ -60,14 +61,15 @@ def tag_side(df: DataFrame, side: int, join_side: JoinSide, keys: Sequence[str],
     return prepared.withColumn(OK, F.col(OK) & not_null).withColumn(NULL_KEY, ~not_null)
 
 
-def tick_rows(ctx: LoweringContext, topic_times: bool = False) -> DataFrame:
+def tick_rows(ctx: LoweringContext, topic_times: bool = False, clock_steps: bool = False) -> DataFrame:
     """The batch's tick rows (one per bucket, carrying the batch-end clock and, as their rowtime, the clock
     at the batch's first record), tagged ``TICK``; see
     ``connectors.embedded_source``. Time-driven operators union them with their bucketed inputs."""
     side_clocks = [F.col("topic_times").alias(TOPIC_TIMES)] if topic_times and "topic_times" in ctx.records.columns else []
+    steps = [F.col("clock_steps").alias(CLOCK_STEPS)] if clock_steps else []
     return ctx.records.where(F.col("topic") == TICK_TOPIC).select(
         F.col("partition").alias(BUCKET), F.lit(TICK).alias(SIDE), F.col("seq").alias(SEQ),
-        F.col("stream_time").alias(STREAM_TIME), F.col("timestamp").alias(ROWTIME), *side_clocks,
+        F.col("stream_time").alias(STREAM_TIME), F.col("timestamp").alias(ROWTIME), *side_clocks, *steps,
     )
 
 

@@ -1,29 +1,45 @@
-"""Flink group window aggregate: ``GROUP BY TUMBLE(t, size)`` / ``HOP(t, slide, size)`` and the grouping columns.
+"""Group windows: Flink's ``GROUP BY TUMBLE(t, size)`` / ``HOP(t, slide, size)`` and ksqlDB's ``WINDOW TUMBLING (SIZE
+size)`` / ``HOPPING (SIZE size, ADVANCE BY slide)``, with the grouping columns.
 
-Semantics (Flink's event-time group windows, under DIALECT §2's watermark). A row of time ``t`` belongs to the
-tumbling window ``[t - t mod size, + size)``, or to every hopping window ``[s, s + size)`` with ``s`` a
-multiple of the slide and ``t - size < s <= t``. The query's clock is the watermark, held back by the interval
-joins the rows passed through (``plan.group_windows``): ``clock = watermark - delay``. A window leaves once the
-clock reaches its end, as one row per group — its grouping values, ``window_start``, ``window_end``,
-``window_rowtime`` (end - 1 ms, the row's time) and its aggregates — and is never updated: the result is
-append-only. A row whose window the clock at that row (``_stream_time - delay``; the watermark including its
-own record) already reached is late: it is dropped from that window and counted (``late``). Flink fires a
-window when the watermark reaches ``end - 1`` and drops a row whose window's ``end - 1`` the watermark before
+Windows. A row of time ``t`` belongs to the tumbling window ``[t - t mod size, + size)``, or to every hopping
+window ``[s, s + size)`` with ``s`` a multiple of the slide and ``t - size < s <= t``. A window *closes* once the
+clock passes its end by ``lag``: a row whose window is closed at that row (the clock including its own record)
+is late, dropped from that window and counted (``late``); a row without a time is dropped and counted
+(``no_time``).
+
+Flink (DIALECT §2's watermark). The clock is the watermark, held back by the interval joins the rows passed
+through (``plan.group_windows``): ``lag`` is that hold-back, and a window closes when the clock reaches its end.
+It leaves then, as one row per group — its grouping values, ``window_start``, ``window_end``, ``window_rowtime``
+(end - 1 ms, the row's time) and its aggregates — and is never updated: the result is append-only. Flink fires
+a window when the watermark reaches ``end - 1`` and drops a row whose window's ``end - 1`` the watermark before
 it reached: the same rows, except one read while the watermark stood exactly at ``end - 1``, which Flink
 (emitting a watermark after every record) drops and streamjoin keeps, as Flink does with its periodic
-watermarks. A row without a time is dropped and counted (``no_time``). As in Flink's GROUP BY, a NULL
-grouping value is a group of its own.
+watermarks. As in Flink's GROUP BY, a NULL grouping value is a group of its own.
 
-Algorithm: rows are assigned their window starts in Spark (one row per window for HOP), bucketed by a hash of
-the grouping values and the start, and every bucket gets the batch's tick row (the batch-end clock). Per
-bucket the batch's on-time rows are folded into each (group, window)'s accumulators with the GROUP BY
-aggregate's accumulators (``aggregate.accumulate``); the windows the batch-end clock reached leave, ordered by
-end and then by the ingestion order of their first row, and are removed from state.
+ksqlDB (Kafka Streams' ``KStreamWindowAggregate``). The clock is stream time (DIALECT §2) and ``lag`` the grace
+period: a window takes rows while ``end > stream time - grace``. EMIT CHANGES writes the window's new values
+after every row, keyed by the groups and the window; EMIT FINAL writes each window once, when it closes
+(``EmitStrategy.onWindowClose``) — unless Kafka Streams' window store dropped it first: the store keeps a
+window while its start is at least its latest window start minus the retention (``RETENTION``, else size +
+grace), so when stream time jumps, in one record, from before a window's close to past its start + retention
++ the advance, the window is gone when its close is seen and is never written (counted: ``expired``; the
+``suppress`` cases of ksqlDB's tests show it). That moment is the first clock value at or past the close,
+which the batch's tick rows carry (``CLOCK_STEPS``). A row's time is its time; the result's time is the latest
+time of the window's rows so far. The window goes with the result's key (``WINDOW_START``); ``WINDOWSTART``
+and ``WINDOWEND`` are columns. A NULL grouping value drops the row (counted: ``null_key``).
+
+Algorithm: rows are assigned their window starts in Spark (one row per window for a hopping window), bucketed
+by a hash of the grouping values and the start, and every bucket gets the batch's tick row (the batch-end
+clock). Per bucket the batch's on-time rows are folded, in ingestion order, into each (group, window)'s
+accumulators with the GROUP BY aggregate's accumulators (``aggregate.accumulate``: the values after each row
+too, for EMIT CHANGES); the windows the batch-end clock closed are removed from state and, unless the result is
+EMIT CHANGES, leave as rows, ordered by end and then by the ingestion order of their first row.
 
 State (per bucket, segmented: ``operators.state``): one row per open (group, window) — the grouping values,
-the window start, the ingestion position of its first row and one accumulator per aggregate — as a table log;
-the meta value keeps the earliest open window end, so a batch that brings a bucket only a clock short of it
-does no work. A window's row is purged when it leaves; a bucket holds only windows the clock has not reached.
+the window start, the ingestion position of its first row, the latest time of its rows and one accumulator
+per aggregate — as a table log; the meta value keeps the earliest open window end, so a batch that brings a
+bucket only a clock short of closing it does no work. A window's row is purged when it closes; a bucket holds
+only open windows.
 """
 from __future__ import annotations
 
@@ -34,25 +50,27 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from ..lower.expressions import compile_expr
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Aggregate, GroupWindow
-from .aggregate import _result, accumulate, aggregate_specs, result_type
+from ..plan.group_windows import WINDOWS_PER_ROW
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, WINDOW_START, Aggregate, GroupWindow
+from .aggregate import AggSpec, _result, accumulate, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
-    tick_only_clock, tick_rows,
+    BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
+    restore_integers, tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, merge_changes, new_table_log, read_table, run_segmented
 
-START, FIRST = "__wstart", "__first"  # a row's window start (ms); in state: the window's first row's position
+START, FIRST, LATEST = "__wstart", "__first", "__latest"  # a row's window start (ms); in state: the window's first
+# row's ingestion position and the latest time of its rows
 ROW = 0  # the side tag of input rows (tick rows have keyed_inputs.TICK)
 ORDER_SCALE = 1 << 20  # a leaving window's _sub: its end, then its first row's ingestion position
 
 STATE = DeclaredState(
-    "window-aggregate", 1,
-    keeps="per group and open window: the grouping values, the window start, its first row's ingestion position "
-          "and one accumulator per aggregate",
+    "window-aggregate", 2,
+    keeps="per group and open window: the grouping values, the window start, its first row's ingestion position, "
+          "the latest time of its rows and one accumulator per aggregate",
     segments="chunks of the open windows' change log",
-    purged="a window when the watermark reaches its end (it leaves then)")
+    purged="a window when the clock passes its end by the grace period or watermark hold-back (it closes then)")
 
 
 class WindowAggregate:
@@ -63,23 +81,35 @@ class WindowAggregate:
         window = node.window
         group_ids = [f.id for f, _ in node.groups]
         arg_cols, specs = aggregate_specs(node)
-        time = compile_expr(window.time)
-        millis = F.unix_millis(time) if window.time.type.startswith("timestamp") else time.cast("bigint")
+        if window.ksql:  # the row's own time
+            millis = F.col(ROWTIME)
+        else:
+            time = compile_expr(window.time)
+            millis = F.unix_millis(time) if window.time.type.startswith("timestamp") else time.cast("bigint")
         prepared = df.select(*[compile_expr(e).alias(g) for g, (_, e) in zip(group_ids, node.groups)], *arg_cols,
                              millis.alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE))
-        prepared = prepared.withColumn(START, F.explode_outer(_starts(F.col("__t"), window.size_ms, window.slide_ms)))
+        starts = _starts(F.col("__t"), window.size_ms, window.slide_ms)
+        if window.ksql:  # no window starts before 0 (``TimeWindows.windowsFor``); a row's windows in order of start
+            starts = F.filter(starts, lambda start: start >= 0)
+            prepared = prepared.select("*", F.posexplode_outer(starts).alias("__pos", START))
+            position = F.coalesce(F.col("__pos"), F.lit(0))  # a row's _sub in its n-th window: _sub * fan-out + n
+            prepared = prepared.withColumn(SUB, F.col(SUB) * WINDOWS_PER_ROW + position).drop("__pos")
+        else:
+            prepared = prepared.withColumn(START, F.explode_outer(starts))
         keys = group_ids + [START]
-        data = bucketed(prepared, keys, ctx.time_buckets).unionByName(tick_rows(ctx), allowMissingColumns=True)
+        ticks = tick_rows(ctx, clock_steps=window.ksql and window.emit == "FINAL")
+        data = bucketed(prepared, keys, ctx.time_buckets).unionByName(ticks, allowMissingColumns=True)
         types = {f.name: f.dataType for f in data.schema.fields}
+        bounds = LongType() if window.ksql else TimestampType()
         schema = StructType(
             [StructField(g, types[g]) for g in group_ids]
-            + [StructField(c.id, TimestampType()) for c in (window.start, window.end, window.rowtime)]
+            + [StructField(c.id, bounds) for c in window.columns]
             + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
-            + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)])
+            + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
+            + ([StructField(WINDOW_START, LongType())] if window.ksql else []))
         integral = integral_columns(data, keys + [s.arg for s in specs if s.arg])
-        step = window_step(group_ids, specs, integral, window.size_ms, window.delay_ms,
-                           [window.start.id, window.end.id, window.rowtime.id], schema.fieldNames())
-        return run_segmented(data, BUCKET, step, schema, idle=_idle(window.delay_ms))
+        step = window_step(window, group_ids, specs, integral, schema.fieldNames())
+        return run_segmented(data, BUCKET, step, schema, idle=_idle(window.delay_ms + window.grace_ms))
 
 
 def with_windows(df: DataFrame, window: GroupWindow, fanout: int) -> DataFrame:
@@ -106,37 +136,50 @@ def _starts(t, size: int, slide: int):
     return F.filter(candidates, lambda s: s > t - F.lit(size))
 
 
-def window_step(group_ids, specs, integral, size: int, delay: int, window_cols, out_names):
+def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
+    size, lag, ksql = window.size_ms, window.delay_ms + window.grace_ms, window.ksql
     keys = group_ids + [START]
     accs = [f"__acc{i}" for i in range(len(specs))]
+    stored = [FIRST, LATEST] + accs
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0, "earliest_end": None}
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         clock = int(clock_values(rows[STREAM_TIME]).max()) if len(rows) else NO_TIME
         data = rows[rows[SIDE].to_numpy() != TICK]
+        if ksql and group_ids:
+            null_group = data[group_ids].isna().any(axis=1).to_numpy()
+            count_dropped(meta, "null_key", null_group.sum())
+            data = data[~null_group]
         no_time = data[START].isna().to_numpy()
         count_dropped(meta, "no_time", no_time.sum())
         data = data[~no_time]
         starts = data[START].to_numpy(dtype=np.int64)
         row_clocks = clock_values(data[STREAM_TIME])
-        late = (row_clocks != NO_TIME) & (starts + size <= row_clocks - delay)
+        late = (row_clocks != NO_TIME) & (starts + size <= row_clocks - lag)
         count_dropped(meta, "late", late.sum())
         data = restore_integers(data[~late].reset_index(drop=True), integral)
-        due = meta["earliest_end"] is not None and clock != NO_TIME and meta["earliest_end"] <= clock - delay
+        due = meta["earliest_end"] is not None and clock != NO_TIME and meta["earliest_end"] <= clock - lag
         if not len(data) and not due:
             return pd.DataFrame(columns=out_names), meta
-        store = read_table(meta["table"], segments, keys, [FIRST] + accs)
-        changes = _folded(data, store, keys, specs, accs, integral)
+        store = read_table(meta["table"], segments, keys, stored)
+        changes, running = _folded(data, store, keys, specs, accs, integral)
         table = merge_changes(store, changes.assign(**{GONE: False}), keys)
         ends = table[START].to_numpy(dtype=np.int64) + size if len(table) else np.zeros(0, dtype=np.int64)
-        leaving = (ends <= clock - delay) if clock != NO_TIME else np.zeros(len(table), dtype=bool)
-        out = _rows(table[leaving], group_ids, specs, accs, size, window_cols, out_names,
-                    int(rows[SEQ].max()))
-        gone = table[leaving][keys].assign(**{GONE: True})
+        closing = (ends <= clock - lag) if clock != NO_TIME else np.zeros(len(table), dtype=bool)
+        if window.emit == "CHANGES":
+            out = _updates(data, running, group_ids, specs, size, window, out_names)
+        else:
+            written = closing.copy()
+            if ksql and closing.any():  # those Kafka Streams' store expired before their close was seen
+                expired = _expired(table[START].to_numpy(dtype=np.int64)[closing], window, _steps(rows))
+                count_dropped(meta, "expired", expired.sum())
+                written[np.flatnonzero(closing)[expired]] = False
+            out = _closed(table[written], group_ids, specs, accs, size, window, out_names, int(rows[SEQ].max()), clock)
+        gone = table[closing][keys].assign(**{GONE: True})
         kept = changes[~key_index(changes, keys).isin(key_index(gone, keys))] if len(gone) else changes
         logged = pd.concat([kept.assign(**{GONE: False}), gone], ignore_index=True)
-        remaining = apply_changes(meta["table"], segments, store, logged.reindex(columns=keys + [FIRST] + accs + [GONE]), keys)
+        remaining = apply_changes(meta["table"], segments, store, logged.reindex(columns=keys + stored + [GONE]), keys)
         meta["rows"] = len(remaining)
         meta["earliest_end"] = int(remaining[START].min()) + size if len(remaining) else None
         return out, meta
@@ -144,10 +187,31 @@ def window_step(group_ids, specs, integral, size: int, delay: int, window_cols, 
     return step
 
 
-def _folded(data: pd.DataFrame, store: pd.DataFrame, keys, specs, accs, integral) -> pd.DataFrame:
-    """Every (group, window) the batch's rows touch, with its accumulators after them."""
+def _steps(rows: pd.DataFrame) -> np.ndarray:
+    """The clock values the batch reached, rising, from its tick row."""
+    ticks = rows[rows[SIDE].to_numpy() == TICK]
+    steps = ticks[CLOCK_STEPS].iloc[0] if len(ticks) and CLOCK_STEPS in ticks.columns else None
+    return np.asarray(steps if steps is not None else (), dtype=np.int64)
+
+
+def _expired(starts: np.ndarray, window: GroupWindow, steps: np.ndarray) -> np.ndarray:
+    """Which of the closing windows (``starts``) Kafka Streams' window store no longer held when their close was
+    seen: at the first clock value ``c`` at or past ``start + size + grace`` (``steps``: the clock values of the
+    batch, in which that one is), the store's latest window start is ``c - c mod advance``, and it keeps only
+    windows starting at or after that minus the retention (``AbstractDualSchemaRocksDBSegmentedBytesStore``)."""
+    if not len(steps):
+        return np.zeros(len(starts), dtype=bool)
+    at = np.searchsorted(steps, starts + window.size_ms + window.grace_ms, side="left")
+    seen = steps[np.minimum(at, len(steps) - 1)]
+    latest_start = seen - np.mod(seen, window.slide_ms)
+    return (at < len(steps)) & (starts < latest_start - window.retention_ms)
+
+
+def _folded(data: pd.DataFrame, store: pd.DataFrame, keys, specs, accs, integral):
+    """Every (group, window) the batch's rows touch, with its first row's position, latest time and accumulators
+    after them; and, per row, its window's latest time and aggregates after it (``LATEST`` and ``accs``)."""
     if not len(data):
-        return pd.DataFrame(columns=keys + [FIRST] + accs)
+        return pd.DataFrame(columns=keys + [FIRST, LATEST] + accs), {}
     codes = data.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     first = np.full(codes.max() + 1, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
@@ -159,41 +223,73 @@ def _folded(data: pd.DataFrame, store: pd.DataFrame, keys, specs, accs, integral
         stored_first = store[FIRST].to_numpy()
         position = np.where(found >= 0, stored_first[np.maximum(found, 0)], position)
     changes[FIRST] = position
-    for spec, acc in zip(specs, accs):
+    running = {}
+    latest = AggSpec("MAX", "__t", LATEST)
+    for spec, acc in ((latest, LATEST), *zip(specs, accs)):
         prior = np.full(len(heads), None, dtype=object)
         if len(store):
             prior[found >= 0] = store[acc].to_numpy()[found[found >= 0]]
         values = data[spec.arg].reset_index(drop=True) if spec.arg else None
-        _, changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral)
-    return changes
+        running[acc], changes[acc] = accumulate(spec, values, codes, prior, spec is latest or spec.arg in integral)
+    return changes, running
 
 
-def _rows(leaving: pd.DataFrame, group_ids, specs, accs, size: int, window_cols, out_names, seq: int) -> pd.DataFrame:
-    """One row per leaving window, ordered by end, then by its first row's ingestion position."""
-    if not len(leaving):
+def _bounds(out: pd.DataFrame, window: GroupWindow, starts: np.ndarray, ends: np.ndarray) -> None:
+    """The window's columns: ksqlDB's WINDOWSTART and WINDOWEND (ms); Flink's start, end and rowtime (end - 1)."""
+    if window.ksql:
+        out[window.start.id], out[window.end.id] = starts, ends
+    else:
+        for column, millis in zip(window.columns, (starts, ends, ends - 1)):
+            out[column.id] = pd.to_datetime(millis, unit="ms")
+
+
+def _updates(data: pd.DataFrame, running: dict, group_ids, specs, size: int, window, out_names) -> pd.DataFrame:
+    """EMIT CHANGES: per on-time row, its window's values after it, at the row's place and the window's latest time."""
+    if not len(data):
         return pd.DataFrame(columns=out_names)
-    leaving = leaving.assign(__end=leaving[START].to_numpy(dtype=np.int64) + size)
-    leaving = leaving.sort_values(["__end", FIRST], kind="stable").reset_index(drop=True)
-    starts, ends = leaving[START].to_numpy(dtype=np.int64), leaving["__end"].to_numpy(dtype=np.int64)
-    out = pd.DataFrame({g: leaving[g].to_numpy() for g in group_ids})
-    for column, millis in zip(window_cols, (starts, ends, ends - 1)):
-        out[column] = pd.to_datetime(millis, unit="ms")
-    for spec, acc in zip(specs, accs):
-        out[spec.out] = [_result(spec.fn, a, spec.distinct) for a in leaving[acc].to_numpy()]
-    out[ROWTIME] = ends - 1
-    out[SEQ] = seq
-    out[SUB] = ends * ORDER_SCALE + leaving[FIRST].to_numpy(dtype=np.int64) % ORDER_SCALE
-    out[STREAM_TIME] = ends - 1  # a window's row leaves before the watermark that closed it moves on
+    starts = data[START].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({g: data[g].to_numpy() for g in group_ids})
+    _bounds(out, window, starts, starts + size)
+    for spec, acc in zip(specs, [f"__acc{i}" for i in range(len(specs))]):
+        out[spec.out] = running[acc]
+    out[ROWTIME] = np.asarray(running[LATEST], dtype=np.int64)
+    for c in (SEQ, SUB, STREAM_TIME):
+        out[c] = data[c].to_numpy()
+    out[WINDOW_START] = starts
     return out[out_names]
 
 
-def _idle(delay: int):
+def _closed(closing: pd.DataFrame, group_ids, specs, accs, size: int, window, out_names, seq: int, clock: int) -> pd.DataFrame:
+    """One row per closing window, ordered by end, then by its first row's ingestion position: at Flink's
+    window time (end - 1), or at ksqlDB's latest time of the window's rows."""
+    if not len(closing):
+        return pd.DataFrame(columns=out_names)
+    closing = closing.assign(__end=closing[START].to_numpy(dtype=np.int64) + size)
+    closing = closing.sort_values(["__end", FIRST], kind="stable").reset_index(drop=True)
+    starts, ends = closing[START].to_numpy(dtype=np.int64), closing["__end"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({g: closing[g].to_numpy() for g in group_ids})
+    _bounds(out, window, starts, ends)
+    for spec, acc in zip(specs, accs):
+        out[spec.out] = [_result(spec.fn, a, spec.distinct) for a in closing[acc].to_numpy()]
+    out[SEQ] = seq
+    out[SUB] = ends * ORDER_SCALE + closing[FIRST].to_numpy(dtype=np.int64) % ORDER_SCALE
+    if window.ksql:
+        out[ROWTIME] = closing[LATEST].to_numpy(dtype=np.int64)
+        out[STREAM_TIME] = clock
+        out[WINDOW_START] = starts
+    else:
+        out[ROWTIME] = ends - 1
+        out[STREAM_TIME] = ends - 1  # a window's row leaves before the watermark that closed it moves on
+    return out[out_names]
+
+
+def _idle(lag: int):
     def idle(meta: dict, rows) -> bool:
-        """A batch that brings the bucket only a clock short of its earliest open window's end."""
+        """A batch that brings the bucket only a clock short of closing its earliest open window."""
         clock = tick_only_clock(rows)
         if clock is None:
             return False
-        return meta is None or meta["earliest_end"] is None or clock == NO_TIME or meta["earliest_end"] > clock - delay
+        return meta is None or meta["earliest_end"] is None or clock == NO_TIME or meta["earliest_end"] > clock - lag
 
     return idle
 

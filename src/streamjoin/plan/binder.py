@@ -13,7 +13,7 @@ from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .group_windows import auxiliary, group_window, new_window, with_window_columns
+from .group_windows import auxiliary, group_window, ksql_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .nodes import (
     EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
@@ -62,6 +62,14 @@ class Binder:
         items = self._expand_items(select.items, scope, ksql_join)
         if ksql_join:
             items = _ksql_join_column_names(items, scope)
+        if select.emit == "FINAL" and select.time_window is None:
+            raise StatementError("EMIT FINAL is only supported for windowed aggregations.", rule="emit-final",
+                                 pos=select.pos)
+        if select.time_window is not None and (style == "flink" or not select.group_by):
+            raise StatementError("WINDOW clause requires a GROUP BY clause." if style != "flink" else
+                                 "WINDOW TUMBLING / HOPPING / SESSION is ksqlDB's: over Flink tables write GROUP BY "
+                                 "TUMBLE(time_attr, size) or a windowing table function", rule="time-window",
+                                 pos=select.time_window.pos)
         if select.group_by or any(ex.is_aggregate(e) for e, _ in items):
             node, items, scope = self._bind_aggregate(select, scope, items, style)
         elif select.having is not None:
@@ -204,8 +212,9 @@ class Binder:
     # ------------------------------------------------------------------ aggregation
 
     def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str):
-        group_exprs = [self.bind_expr(e, scope) for e in select.group_by]
-        window, source = None, scope.node
+        window = ksql_window(select.time_window, select.emit, scope.node) if select.time_window is not None else None
+        group_exprs = [self.bind_expr(window_bounds(e, window, "GROUP BY"), scope) for e in select.group_by]
+        source = scope.node
         if style == "flink":  # GROUP BY TUMBLE(t, ...) / HOP(t, ...), or by a window table's start and end
             window, group_exprs, source = group_window(group_exprs, scope.node)
         groups = tuple((Field("", _name_of(e, style), new_id("g"), _type_of(e)), e) for e in group_exprs)
@@ -218,7 +227,7 @@ class Binder:
             column = auxiliary(e, window)
             if column is not None:
                 return column
-            if window is not None and isinstance(e, Ref) and e.id in (window.start.id, window.end.id, window.rowtime.id):
+            if window is not None and isinstance(e, Ref) and e.id in {c.id for c in window.columns}:
                 return e  # a window table's column: the aggregate's own
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
                 for f, a in aggs:
@@ -232,11 +241,17 @@ class Binder:
                                      rule="non-grouped-column", pos=e.pos)
             return None
 
-        bound_items = [(ex.transform(self.bind_expr(e, scope), lift), name) for e, name in items]
-        having = ex.transform(self.bind_expr(select.having, scope), lift) if select.having is not None else None
-        key = tuple(f.id for f, _ in groups) + ((window.start.id,) if window is not None else ())
+        bound_items = [(ex.transform(self.bind_expr(window_bounds(e, window, "SELECT"), scope), lift), name)
+                       for e, name in items]
+        having = None
+        if select.having is not None:
+            having = ex.transform(self.bind_expr(window_bounds(select.having, window, "HAVING"), scope), lift)
+        # a Flink group window's rows are a stream keyed by group and window start; a ksqlDB windowed aggregate is
+        # a table keyed by its groups, its rows carrying their window beside the key (``nodes.WINDOW_START``)
+        appends = window is not None and not window.ksql
+        key = tuple(f.id for f, _ in groups) + ((window.start.id,) if appends else ())
         fields = with_window_columns(tuple(f for f, _ in groups), window) + tuple(f for f, _ in aggs)
-        node: PlanNode = Aggregate(fields, "STREAM" if window is not None else "TABLE", key,
+        node: PlanNode = Aggregate(fields, "STREAM" if appends else "TABLE", key,
                                    tuple(frozenset([k]) for k in key), input=source, groups=groups,
                                    aggregates=tuple(aggs), window=window, operator=_aggregate_operator(source, window))
         if having is not None:

@@ -50,6 +50,7 @@ class SourceInfo:
     properties: tuple[tuple[str, object], ...] = ()
     created_by_query: bool = False
     dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream' ('' for a query's sink)
+    window: Optional[tuple[str, int]] = None  # a windowed table's (window type, size ms): its record keys hold the window
 
     def column(self, name: str) -> Optional[ColumnInfo]:
         wanted = name.casefold()

@@ -76,6 +76,68 @@ def new_window(kind: str, time: Optional[ast.Expr], sizes, node: PlanNode, names
     return GroupWindow(kind, time, size, slide, attributes[time.id], *columns)
 
 
+DAY_MS = 24 * 3600 * 1000
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+WINDOWS_PER_ROW = 1 << 12  # the most windows a row may fall in (size / advance): the operator orders them by it
+
+
+def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> GroupWindow:
+    """ksqlDB's ``WINDOW TUMBLING (SIZE s)`` / ``HOPPING (SIZE s, ADVANCE BY a)`` over ``node``'s rows, by their own
+    time. A window takes rows until stream time passes its end by the grace period: ``GRACE PERIOD g``, else
+    0 under EMIT FINAL and ``max(24 h - size, 0)`` otherwise (ksqlDB's ``StreamAggregateBuilder.defaultGrace``
+    and ``RewrittenAnalysis``). Its columns are ``WINDOWSTART`` and ``WINDOWEND`` (ms)."""
+    if node.kind != "STREAM":
+        raise StatementError("Windowing not supported for table aggregations.", rule="table-window", pos=clause.pos)
+    if clause.kind == "SESSION":
+        raise StatementError("WINDOW SESSION is not supported yet (TUMBLING and HOPPING are; issue #25)",
+                             rule="session-window", pos=clause.pos)
+    size, advance = clause.size_ms, clause.advance_ms
+    if size is None:
+        raise StatementError(f"WINDOW {clause.kind} needs a SIZE", rule="time-window", pos=clause.pos)
+    if clause.kind == "TUMBLING" and advance is not None:
+        raise StatementError("WINDOW TUMBLING takes no ADVANCE BY (a HOPPING window does)", rule="time-window", pos=clause.pos)
+    if clause.kind == "HOPPING" and advance is None:
+        raise StatementError("WINDOW HOPPING needs an ADVANCE BY", rule="time-window", pos=clause.pos)
+    advance = size if advance is None else advance
+    if size <= 0 or advance <= 0 or advance > size:
+        raise StatementError(f"WINDOW {clause.kind}: the size must be positive and ADVANCE BY between 0 (excluded) and "
+                             "the size", rule="time-window", pos=clause.pos)
+    if -(-size // advance) > WINDOWS_PER_ROW:
+        raise StatementError(f"WINDOW {clause.kind}: a row would fall in {-(-size // advance)} windows; at most "
+                             f"{WINDOWS_PER_ROW} are supported", rule="time-window", pos=clause.pos)
+    if clause.grace_ms is not None:
+        grace = clause.grace_ms
+    else:
+        grace = 0 if emit == "FINAL" else max(DAY_MS - size, 0)
+    if clause.retention_ms is not None and clause.retention_ms < size + grace:
+        raise StatementError(f"WINDOW {clause.kind}: RETENTION must be at least the window size plus its grace period "
+                             f"({size + grace} ms)", rule="time-window", pos=clause.pos)
+    start, end = (Field("", name, new_id(name.lower()), "bigint", nullable=False) for name in WINDOW_BOUNDS)
+    retention = clause.retention_ms if clause.retention_ms is not None else size + grace
+    return GroupWindow(clause.kind, None, size, advance, 0, start, end, None, grace_ms=grace, emit=emit or "CHANGES",
+                       retention_ms=retention)
+
+
+def window_bounds(e: ast.Expr, window: Optional[GroupWindow], clause: str) -> ast.Expr:
+    """``e`` with its ``WINDOWSTART`` / ``WINDOWEND`` references bound to ``window``'s columns; ksqlDB allows them
+    only in the SELECT list of a windowed aggregation, outside aggregate functions (``clause``: where ``e`` is).
+    The first one misplaced, in the order written, is refused."""
+    if window is None or not window.ksql:
+        return e  # an ordinary column name then (or an unknown one)
+
+    def bound(n: ast.Expr, allowed: bool) -> ast.Expr:
+        if isinstance(n, ast.Column) and n.name.text.upper() in WINDOW_BOUNDS:
+            if not allowed:
+                raise StatementError(f"Window bounds column {n.name.text.upper()} can only be used in the SELECT clause "
+                                     "of windowed aggregations", rule="window-bounds", pos=n.pos)
+            column = window.start if n.name.text.upper() == WINDOW_BOUNDS[0] else window.end
+            return Ref(column.id, column.type, column.name, pos=n.pos)
+        inside = allowed and not (isinstance(n, ast.Call) and n.name in ex.AGGREGATES)
+        return ex.transform(n, lambda c: None if c is n else bound(c, inside))
+
+    return bound(e, clause == "SELECT")
+
+
 def _window_table(node: PlanNode) -> Optional[WindowTable]:
     """The windowing table function under ``node`` through filters, if any."""
     while isinstance(node, Filter):
@@ -140,4 +202,4 @@ def with_window_columns(fields: tuple, window: Optional[GroupWindow]) -> tuple:
     """An aggregate's fields with its window's columns after the grouping ones (``fields``)."""
     if window is None:
         return fields
-    return fields + tuple(replace(f, nullable=False) for f in (window.start, window.end, window.rowtime))
+    return fields + tuple(replace(f, nullable=False) for f in window.columns)

@@ -20,6 +20,7 @@ STREAM_TIME = "_stream_time"  # physical column: stream time when the producing 
 OWN_ROWTIME = "ROWTIME"  # a scan's hidden field holding its record's own time, where a join reads alias.ROWTIME
 TOPIC_TIMES = "_topic_times"  # physical column, where a KSQL windowed join needs it: each input topic's own clock
 TOMBSTONE = "_tombstone"  # physical column on changelogs: the row deletes its key
+WINDOW_START = "_window_start"  # physical column of a ksqlDB windowed result: its window's start (ms), part of its key
 
 
 @dataclass(frozen=True)
@@ -199,22 +200,39 @@ class Project(PlanNode):
 
 @dataclass(frozen=True)
 class GroupWindow:
-    """Flink's group window in a GROUP BY (``plan.group_windows``): ``TUMBLE(time, size)`` or ``HOP(time, slide,
-    size)`` over an event-time attribute, whose watermark reaches the aggregate held back by ``delay_ms`` (the
-    interval joins it passed through). ``start``, ``end`` and ``rowtime`` are the window's columns."""
+    """A GROUP BY's time window. Flink's group window (``plan.group_windows``): ``TUMBLE(time, size)`` or
+    ``HOP(time, slide, size)`` over an event-time attribute, whose watermark reaches the aggregate held back by
+    ``delay_ms`` (the interval joins it passed through); its columns ``start``, ``end``, ``rowtime`` (timestamps).
+    ksqlDB's ``WINDOW TUMBLING (SIZE ...)`` / ``HOPPING (SIZE ..., ADVANCE BY ...)``: over each row's own time
+    (``time`` None), open ``grace_ms`` past its end, its columns ``WINDOWSTART`` and ``WINDOWEND`` (ms) and no
+    ``rowtime``; the window is part of the result's key. ``emit``: FINAL, one row per group and window when it
+    closes; CHANGES, the window's new values after every row (ksqlDB's EMIT CHANGES)."""
 
-    kind: str  # TUMBLE or HOP
-    time: "Ref"
+    kind: str  # TUMBLE or HOP (Flink); TUMBLING or HOPPING (ksqlDB)
+    time: Optional["Ref"]
     size_ms: int
-    slide_ms: int  # = size_ms for TUMBLE
+    slide_ms: int  # = size_ms for a tumbling window
     delay_ms: int
     start: Field
     end: Field
-    rowtime: Field
+    rowtime: Optional[Field]
+    grace_ms: int = 0
+    emit: str = "FINAL"
+    retention_ms: int = 0  # ksqlDB: how long behind its latest window start the window store keeps a window
+
+    @property
+    def ksql(self) -> bool:
+        return self.time is None
+
+    @property
+    def columns(self) -> tuple[Field, ...]:
+        return tuple(f for f in (self.start, self.end, self.rowtime) if f is not None)
 
     def describe(self) -> str:
-        slide = f", slide {self.slide_ms} ms" if self.kind == "HOP" else ""
+        slide = f", slide {self.slide_ms} ms" if self.slide_ms != self.size_ms else ""
         held = f", watermark held back {self.delay_ms} ms" if self.delay_ms else ""
+        if self.ksql:
+            return f"{self.kind}(size {self.size_ms} ms{slide}, grace {self.grace_ms} ms, EMIT {self.emit})"
         return f"{self.kind}({self.time.name or self.time.id}, {self.size_ms} ms{slide}{held})"
 
 
@@ -239,7 +257,8 @@ class WindowTable(PlanNode):
 @dataclass(frozen=True)
 class Aggregate(PlanNode):
     """GROUP BY: a changelog keyed by the grouping expressions; with a Flink group ``window``, an append-only
-    stream of one row per group and window, keyed by the grouping expressions and the window's start."""
+    stream of one row per group and window, keyed by the grouping expressions and the window's start; with a
+    ksqlDB ``window``, a changelog keyed by the grouping expressions and the window (``WINDOW_START``)."""
 
     input: PlanNode = None  # type: ignore[assignment]
     groups: tuple[tuple[Field, ast.Expr], ...] = ()
@@ -274,6 +293,8 @@ class Sink(PlanNode):
 
     def describe(self) -> str:
         key = ", ".join(self.input.field(k).name for k in self.key) or "none"
+        if self.target.window is not None:
+            key += f" in its {self.target.window[0].lower()} window of {self.target.window[1]} ms"
         return f"Sink {self.target.kind.lower()} {self.target.name} (topic {self.target.topic}, key {key}, format {self.target.value_format})"
 
 

@@ -18,7 +18,7 @@ from .ddl import (
 )
 from .scope import restart_ids
 from .settings import check_setting
-from .nodes import Join, PlanNode, Project, Repartition, Scan, Sink, walk
+from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, walk
 from .values import values_records
 
 
@@ -208,7 +208,7 @@ class StatementPlanner:
                 columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
                 key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
-                created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name),
+                created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
             self.catalog.add_source(target)
@@ -235,6 +235,15 @@ class StatementPlanner:
             for node in walk(plan):
                 if isinstance(node, Join):
                     self.operators.check_supported(node)
+
+
+def _key_window(plan: PlanNode) -> Optional[tuple[str, int]]:
+    """(window type, size ms) of a ksqlDB windowed aggregate's result, whose record keys hold the window."""
+    node = plan
+    while isinstance(node, (Project, Filter)):
+        node = node.input
+    window = node.window if isinstance(node, Aggregate) else None
+    return (window.kind, window.size_ms) if window is not None and window.ksql else None
 
 
 def _renamed(plan: PlanNode, columns: tuple[str, ...], target: ast.Ident) -> PlanNode:

@@ -236,6 +236,19 @@ class Within:
 
 
 @dataclass(frozen=True)
+class TimeWindow:
+    """ksqlDB's ``WINDOW TUMBLING (SIZE d)``, ``HOPPING (SIZE d, ADVANCE BY a)`` or ``SESSION (gap)``, each with an
+    optional ``RETENTION r`` and ``GRACE PERIOD g`` (ms; None when not written)."""
+
+    kind: str  # TUMBLING HOPPING SESSION
+    size_ms: Optional[int] = None  # the session gap for SESSION
+    advance_ms: Optional[int] = None
+    retention_ms: Optional[int] = None
+    grace_ms: Optional[int] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class FrameBound:
     """One end of an OVER frame. ``kind``: 'UNBOUNDED PRECEDING', 'PRECEDING', 'CURRENT ROW', 'FOLLOWING'.
     ``amount`` is milliseconds in a RANGE frame, a row count in a ROWS frame (None for the other kinds)."""
@@ -348,7 +361,8 @@ class SelectItem:
 @dataclass(frozen=True)
 class Select:
     """A SELECT. ``result_kind`` is 'STREAM' / 'TABLE' for ``SELECT STREAM|TABLE`` (else None).
-    ``emit`` is 'CHANGES' / 'FINAL' / None. ``windows`` holds the WINDOW clause: name -> spec."""
+    ``emit`` is 'CHANGES' / 'FINAL' / None. ``windows`` holds the WINDOW clause: name -> spec (SQLstream);
+    ``time_window`` a ksqlDB windowed aggregation's WINDOW clause."""
 
     items: tuple[SelectItem, ...]
     from_: FromItem
@@ -359,6 +373,7 @@ class Select:
     emit: Optional[str] = None
     result_kind: Optional[str] = None
     windows: tuple[tuple[Ident, WindowSpec], ...] = ()
+    time_window: Optional[TimeWindow] = None  # ksqlDB WINDOW TUMBLING / HOPPING / SESSION
     pos: Pos = _pos()
 
 

@@ -367,6 +367,38 @@ class AstBuilder(Transformer):
     def named_window(self, meta, name, spec):
         return name, spec
 
+    def time_window(self, meta, kind, *args):
+        kind = kind.upper()
+        parts: dict = {}
+        for key, interval in args:
+            if key == "gap":  # a SESSION window's one positional duration is its gap, kept as its size
+                key = "size" if kind == "SESSION" else "unnamed"
+            if key == "unnamed":
+                raise self._invalid(f"WINDOW {kind}: a duration needs its name (SIZE, ADVANCE BY, ...)", meta)
+            if key in parts:
+                raise self._invalid(f"WINDOW {kind}: {key.upper()} is given twice", meta)
+            parts[key] = interval.millis
+        return "time_window", ast.TimeWindow(kind, parts.get("size"), parts.get("advance"), parts.get("retention"),
+                                             parts.get("grace"), pos=self._pos(meta))
+
+    def time_window_kind(self, meta, word):
+        return str(word)
+
+    def window_size(self, meta, d):
+        return "size", d
+
+    def window_advance(self, meta, d):
+        return "advance", d
+
+    def window_retention(self, meta, d):
+        return "retention", d
+
+    def window_grace(self, meta, d):
+        return "grace", d
+
+    def window_gap(self, meta, d):
+        return "gap", d
+
     def partition_clause(self, meta, exprs):
         return "partition_by", exprs
 
