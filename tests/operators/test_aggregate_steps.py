@@ -321,3 +321,83 @@ def test_ksqldb_emit_final_loses_a_window_its_store_expired_before_its_close_was
     assert ksql_reference(records, 2, 2, 1, "FINAL") == [("k1", 2, 1, 1, 2)]
     for cuts in ([], [3], [1, 2, 3, 4, 5]):
         assert window_run(records, cuts, window) == [("k1", 2, 1, 1, 2)]
+
+
+# ------------------------------------------------------------------ ksqlDB session windows
+
+def session_run(records, cuts, gap, grace, cold=False):
+    """The session step over ``records`` cut at ``cuts``: (key, start, end, COUNT, SUM or None for a tombstone,
+    time) rows in output order."""
+    from streamjoin.operators import session_aggregate as sa
+    from streamjoin.operators.keyed_inputs import SIDE, TICK
+    from streamjoin.plan.nodes import STREAM_TIME, WINDOW_END, WINDOW_START
+
+    window = group_window(gap, gap, grace=grace, kind="SESSION", emit="CHANGES")
+    specs = [AggSpec("COUNT", None, "n"), AggSpec("SUM", "v", "s")]
+    names = ["k", "ws", "we", "n", "s", ROWTIME, SEQ, SUB, STREAM_TIME, WINDOW_START, WINDOW_END, TOMBSTONE]
+    step = as_step(sa.session_step(window, ["k"], specs, ["v"], names), cold, idle=sa._idle(window))
+    state, out, clock = None, [], np.iinfo(np.int64).min
+    bounds = [0] + sorted(cuts) + [len(records)]
+    for a, b in zip(bounds, bounds[1:]):
+        rows = []
+        for i in range(a, b):
+            k, v, t = records[i]
+            clock = max(clock, t)
+            rows.append({"k": k, "v": v, "__t": t, SEQ: i, SUB: 0, STREAM_TIME: clock, SIDE: sa.ROW})
+        rows.append({"k": None, "v": None, "__t": None, SEQ: b - 1, SUB: None, STREAM_TIME: clock, SIDE: TICK})
+        result, state = step(state, pd.DataFrame(rows))
+        for r in result.sort_values([SEQ, SUB], kind="stable").to_dict("records"):
+            out.append((r["k"], r["ws"], r["we"], None if r[TOMBSTONE] else (r["n"], r["s"]), r[ROWTIME]))
+    return out, state
+
+
+def session_reference(records, gap, grace):
+    """Kafka Streams' ``KStreamSessionWindowAggregate`` with one stream time, written plainly: a row merges the
+    sessions within ``gap`` of it that the store still holds (ending within gap + grace of stream time), unless
+    the merged session ends before stream time - grace - gap; merged sessions are deleted first."""
+    sessions, clock, out = {}, np.iinfo(np.int64).min, []  # key -> [(start, end, n, total)]
+    for k, v, t in records:
+        clock = max(clock, t)
+        live = [s for s in sessions.get(k, []) if s[1] > clock - gap - grace]
+        near = [s for s in live if s[1] >= t - gap and s[0] <= t + gap]
+        start, end = min([t] + [s[0] for s in near]), max([t] + [s[1] for s in near])
+        if end < clock - grace - gap:
+            sessions[k] = live
+            continue
+        if near and (start, end) != (t, t):
+            out += [(k, s[0], s[1], None, s[1]) for s in sorted(near)]
+        n, total = 1 + sum(s[2] for s in near), v + sum(s[3] for s in near)
+        sessions[k] = [s for s in live if s not in near] + [(start, end, n, total)]
+        out.append((k, start, end, (n, total), end))
+    return out
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["cached state", "state replayed from its log"])
+@pytest.mark.parametrize("gap,grace", [(1000, 0), (2000, 1500), (500, 3000)])
+@pytest.mark.parametrize("seed", range(3))
+def test_ksqldb_sessions_merge_and_expire_as_kafka_streams_whatever_the_cuts(seed, gap, grace, cold):
+    records = gappy_records(seed)
+    expected = session_reference(records, gap, grace)
+    assert any(r[3] is None for r in expected)  # some merges
+    for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
+        if cold and len(cuts) > 9:
+            continue
+        got, (meta, _) = session_run(records, cuts, gap, grace, cold)
+        assert got == expected
+    assert meta["dropped"].get("late", 0) == len(records) - sum(1 for r in expected if r[3] is not None)
+
+
+@pytest.mark.parametrize("fn,distinct", [(f, False) for f in FUNCTIONS] + [("COUNT", True)])
+def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn, distinct):
+    from streamjoin.operators.session_aggregate import _merged
+
+    spec = AggSpec(fn, "v", "out", distinct)
+    earlier, later = [1, 5, None, 5], [3, None, 2, 1]
+
+    def folded(values, acc=None):
+        for v in values:
+            acc = _fold(fn, acc, v, distinct)
+        return acc
+
+    merged = _merged([(folded(earlier),), (folded(later),)], [spec])[0]
+    assert _result(fn, merged, distinct) == _result(fn, folded(earlier + later), distinct)

@@ -55,9 +55,13 @@ def key_text(key: Any) -> Any:
 def actual_record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp: int,
                   window: Optional[tuple[str, int]] = None) -> dict:
     """A produced record as a case writes one. ``window``: the topic's (window type, size ms) when its keys are
-    windowed: the key's last 8 bytes are then its window's start (Kafka Streams' ``TimeWindowedSerializer``)."""
+    windowed: the key's last 8 bytes are then its window's start (Kafka Streams' ``TimeWindowedSerializer``), or
+    its last 16 a session's end and start (``SessionKeySchema``)."""
     span = None
-    if window is not None and key is not None and len(key) >= 8:
+    if window is not None and window[0] == "SESSION" and key is not None and len(key) >= 16:
+        end, start = int.from_bytes(key[-16:-8], "big", signed=True), int.from_bytes(key[-8:], "big", signed=True)
+        key, span = key[:-16], {"start": start, "end": end, "type": "session"}
+    elif window is not None and key is not None and len(key) >= 8:
         start = int.from_bytes(key[-8:], "big", signed=True)
         key, span = key[:-8], {"start": start, "end": start + window[1], "type": "time"}
     record = _record(topic, key, value, timestamp)

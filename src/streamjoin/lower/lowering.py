@@ -19,14 +19,14 @@ from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
     WindowTable, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import aggregate_operator, operator_for
 
-META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START)
+META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START, WINDOW_END)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
 
 

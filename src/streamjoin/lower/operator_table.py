@@ -1,6 +1,6 @@
 """The operator of each join: ``streamjoin.operators.<Join.operator>`` (chosen when the join was bound,
 ``plan.joins``), an object with the ``JoinOperator`` protocol; GROUP BY's is ``operators.<Aggregate.operator>``
-(``aggregate``, ``table_aggregate`` or ``window_aggregate``, chosen by the binder). Every
+(``aggregate``, ``table_aggregate``, ``window_aggregate`` or ``session_aggregate``, chosen by the binder). Every
 module the planner can choose exists; ``check_supported`` still refuses, before anything starts, a join whose
 module could not be loaded. ``declared_states`` gives what each stateful operator of a plan keeps, from the
 operators' own declarations (``operators.base.DeclaredState``)."""

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from ..connectors.formats import delimiter_of, rows_to_binary, writer_schema
-from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_START, Sink
+from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
 TO_JSON = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS"}
@@ -74,10 +74,11 @@ def unwrapped(sink: Sink) -> bool:
 
 def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     """The record key; a windowed result's key is followed by its window's start as 8 big-endian bytes (Kafka
-    Streams' ``TimeWindowedSerializer``)."""
+    Streams' ``TimeWindowedSerializer``), a session's by its end and then its start (``SessionKeySchema``)."""
     key = _unwindowed_key(sink, key_format)
-    if WINDOW_START in df.columns:
-        key = F.concat(F.coalesce(key, F.lit(b"")), F.unhex(F.lpad(F.hex(F.col(WINDOW_START)), 16, "0")))
+    bounds = [c for c in (WINDOW_END, WINDOW_START) if c in df.columns]
+    if bounds:
+        key = F.concat(F.coalesce(key, F.lit(b"")), *[F.unhex(F.lpad(F.hex(F.col(c)), 16, "0")) for c in bounds])
     return key
 
 

@@ -317,7 +317,7 @@ class Binder:
 def _aggregate_operator(input_: PlanNode, window) -> str:
     """The operator module of a GROUP BY over ``input_`` (``Aggregate.operator``)."""
     if window is not None:
-        return "window_aggregate"
+        return "session_aggregate" if window.kind == "SESSION" else "window_aggregate"
     return "table_aggregate" if input_.kind == "TABLE" else "aggregate"
 
 

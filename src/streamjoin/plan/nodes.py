@@ -21,6 +21,7 @@ OWN_ROWTIME = "ROWTIME"  # a scan's hidden field holding its record's own time, 
 TOPIC_TIMES = "_topic_times"  # physical column, where a KSQL windowed join needs it: each input topic's own clock
 TOMBSTONE = "_tombstone"  # physical column on changelogs: the row deletes its key
 WINDOW_START = "_window_start"  # physical column of a ksqlDB windowed result: its window's start (ms), part of its key
+WINDOW_END = "_window_end"  # physical column of a ksqlDB session-windowed result: its session's end, part of its key
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,8 @@ class GroupWindow:
         slide = f", slide {self.slide_ms} ms" if self.slide_ms != self.size_ms else ""
         held = f", watermark held back {self.delay_ms} ms" if self.delay_ms else ""
         if self.ksql:
-            return f"{self.kind}(size {self.size_ms} ms{slide}, grace {self.grace_ms} ms, EMIT {self.emit})"
+            size = f"gap {self.size_ms} ms" if self.kind == "SESSION" else f"size {self.size_ms} ms{slide}"
+            return f"{self.kind}({size}, grace {self.grace_ms} ms, EMIT {self.emit})"
         return f"{self.kind}({self.time.name or self.time.id}, {self.size_ms} ms{slide}{held})"
 
 
@@ -265,7 +267,8 @@ class Aggregate(PlanNode):
     aggregates: tuple[tuple[Field, ast.Call], ...] = ()
     window: Optional[GroupWindow] = None
     # the module of ``streamjoin.operators`` that runs it, chosen when it is bound (``plan.binder``): aggregate
-    # (over a stream), table_aggregate (over a changelog), window_aggregate (a Flink group window)
+    # (over a stream), table_aggregate (over a changelog), window_aggregate (a Flink group window, a ksqlDB TUMBLING
+    # or HOPPING window), session_aggregate (a ksqlDB SESSION window)
     operator: str = "aggregate"
 
     @property

@@ -1,0 +1,235 @@
+"""ksqlDB's session windows: ``WINDOW SESSION (gap)`` with the grouping columns, EMIT CHANGES.
+
+Semantics (Kafka Streams' ``KStreamSessionWindowAggregate``, under DIALECT §2's stream time). A group's rows
+form sessions: a row of time ``t`` joins every session of its group that ends at or after ``t - gap`` and starts
+at or before ``t + gap``, merging them into one ``[min start, max end]`` (a lone row is the session ``[t, t]``).
+A row whose merged session ends before ``stream time - grace - gap`` (stream time including its own record) is
+late: dropped and counted (``late``). When a row merges sessions into a new window, each merged session is
+deleted first — a tombstone under its own windowed key, at its end time — then the merged session is written
+with its aggregates (the merged sessions' accumulators combined, in order of start, then the row folded in),
+at its end time. A session is gone from the store once its end falls ``gap + grace`` behind stream time
+(Kafka Streams' session store retention), so a later row no longer merges with it. The session goes with the
+result's key (``WINDOW_START``, ``WINDOW_END``: key + 8-byte end + 8-byte start, ``SessionKeySchema``);
+``WINDOWSTART`` and ``WINDOWEND`` are its start and end. A NULL grouping value drops the row (``null_key``).
+
+Algorithm: rows are bucketed by a hash of the grouping values, with the batch's tick row in every bucket. Per
+bucket, each group's rows are taken in ingestion order against the group's sessions, record by record (a row
+may merge any number of sessions, so this is a loop, not a vectorised fold). Sessions the batch-end stream time
+leaves behind the retention are purged.
+
+State (per bucket, segmented: ``operators.state``): one row per live session — the grouping values, its start
+and end and one accumulator per aggregate — as a table log keyed by group and start; the meta value keeps the
+earliest session end, so a batch that brings a bucket only a clock short of expiring a session does no work.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+from ..lower.expressions import compile_expr
+from ..plan.group_windows import WINDOWS_PER_ROW
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
+from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type
+from .base import DeclaredState, LoweringContext
+from .keyed_inputs import (
+    BUCKET, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
+    restore_integers, tick_only_clock, tick_rows,
+)
+from .state import GONE, apply_changes, merge_changes, new_table_log, read_table, run_segmented
+
+START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
+ROW = 0  # the side tag of input rows (tick rows have keyed_inputs.TICK)
+
+STATE = DeclaredState(
+    "session-aggregate", 1,
+    keeps="per group and live session: the grouping values, the session's start and end and one accumulator per "
+          "aggregate",
+    segments="chunks of the sessions' change log",
+    purged="a session when its end falls gap + grace behind stream time (Kafka Streams' session store retention)")
+
+
+class SessionAggregate:
+    def state(self, node: Aggregate) -> DeclaredState:
+        return STATE
+
+    def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
+        window = node.window
+        group_ids = [f.id for f, _ in node.groups]
+        arg_cols, specs = aggregate_specs(node)
+        prepared = df.select(*[compile_expr(e).alias(g) for g, (_, e) in zip(group_ids, node.groups)], *arg_cols,
+                             F.col(ROWTIME).alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE))
+        data = bucketed(prepared, group_ids, ctx.time_buckets).unionByName(tick_rows(ctx), allowMissingColumns=True)
+        types = {f.name: f.dataType for f in data.schema.fields}
+        schema = StructType(
+            [StructField(g, types[g]) for g in group_ids]
+            + [StructField(c.id, LongType()) for c in window.columns]
+            + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
+            + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME, WINDOW_START, WINDOW_END)]
+            + [StructField(TOMBSTONE, BooleanType())])
+        integral = integral_columns(data, group_ids + [s.arg for s in specs if s.arg])
+        step = session_step(window, group_ids, specs, integral, schema.fieldNames())
+        return run_segmented(data, BUCKET, step, schema, idle=_idle(window))
+
+
+def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
+    gap, grace = window.size_ms, window.grace_ms
+    keys = group_ids + [START]
+    accs = [f"__acc{i}" for i in range(len(specs))]
+
+    def step(meta, rows: pd.DataFrame, segments):
+        meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0, "earliest_end": None}
+        rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
+        clock = int(clock_values(rows[STREAM_TIME]).max()) if len(rows) else NO_TIME
+        data = rows[rows[SIDE].to_numpy() != TICK]
+        if group_ids:
+            null_group = data[group_ids].isna().any(axis=1).to_numpy()
+            count_dropped(meta, "null_key", null_group.sum())
+            data = data[~null_group]
+        no_time = data["__t"].isna().to_numpy()
+        count_dropped(meta, "no_time", no_time.sum())
+        data = restore_integers(data[~no_time].reset_index(drop=True), integral)
+        horizon = clock - gap - grace + 1 if clock != NO_TIME else NO_TIME  # sessions ending before it are gone
+        due = meta["earliest_end"] is not None and meta["earliest_end"] < horizon
+        if not len(data) and not due:
+            return pd.DataFrame(columns=out_names), meta
+        store = read_table(meta["table"], segments, keys, [END] + accs)
+        out, changes = [], []
+        touched = set()
+        for group, group_rows in (data.groupby(group_ids, sort=False, dropna=False) if len(data) else ()):
+            group = group if isinstance(group, tuple) else (group,)
+            touched.add(group)
+            stored = _sessions(store, group_ids, group, accs)
+            sessions, late = _run_group(group_rows, dict(stored), specs, gap, grace, group, out)
+            count_dropped(meta, "late", late)
+            for start in stored.keys() - sessions.keys():
+                changes.append((*group, start, None, *[None] * len(accs), True))
+            for start, (end, values) in sessions.items():
+                if stored.get(start) != (end, values):
+                    changes.append((*group, start, end, *values, False))
+        columns = keys + [END] + accs + [GONE]
+        logged = pd.DataFrame(changes, columns=columns)
+        after = merge_changes(store, logged, keys)
+        if len(after):  # sessions stream time left behind the store's retention leave it
+            gone = after[after[END].to_numpy(dtype=np.int64) < horizon]
+            if len(gone):
+                kept = logged[~key_index(logged, keys).isin(key_index(gone, keys))]
+                logged = pd.concat([kept, gone.assign(**{GONE: True}).reindex(columns=columns)], ignore_index=True)
+        table = apply_changes(meta["table"], segments, store, logged, keys)
+        meta["rows"] = len(table)
+        meta["earliest_end"] = int(table[END].min()) if len(table) else None
+        frame = pd.DataFrame(out, columns=["__group", "__start", "__end", "__values", ROWTIME, SEQ, SUB, STREAM_TIME,
+                                           TOMBSTONE])
+        return _output(frame, window, group_ids, specs, out_names), meta
+
+    return step
+
+
+def _sessions(store: pd.DataFrame, group_ids, group: tuple, accs) -> dict:
+    """A group's stored sessions: start -> (end, accumulators)."""
+    if not len(store):
+        return {}
+    mine = np.ones(len(store), dtype=bool)
+    for g, value in zip(group_ids, group):
+        column = store[g]
+        mine &= column.isna().to_numpy() if value is None else (column == value).to_numpy()
+    found = store[mine]
+    return {int(s): (int(e), tuple(a)) for s, e, *a in found[[START, END] + accs].itertuples(index=False, name=None)}
+
+
+def _run_group(rows: pd.DataFrame, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list):
+    """One group's rows, in ingestion order, against its sessions (start -> (end, accumulators), updated in
+    place); appends the output rows to ``out``; returns the sessions and how many rows were late."""
+    late = 0
+    times = rows["__t"].to_numpy(dtype=np.int64)
+    clocks = clock_values(rows[STREAM_TIME])
+    seqs, subs = rows[SEQ].to_numpy(), rows[SUB].to_numpy()
+    args = [rows[s.arg].to_numpy(dtype=object) if s.arg else None for s in specs]
+    for i, t in enumerate(times):
+        t, clock = int(t), int(clocks[i])
+        for start in [s for s, (e, _) in sessions.items() if e < clock - gap - grace + 1]:
+            del sessions[start]  # expired from the store: no row merges with it any more
+        merged = sorted(s for s, (e, _) in sessions.items() if e >= t - gap and s <= t + gap)
+        first = min([t, *merged])
+        last = max([t, *(sessions[s][0] for s in merged)])
+        if last < clock - grace - gap:
+            late += 1
+            continue
+        sub = int(subs[i]) * WINDOWS_PER_ROW
+        if merged and (first, last) != (t, t):  # each merged session deleted under its own key first
+            for n, s in enumerate(merged):
+                end, values = sessions[s]
+                out.append((group, s, end, values, end, seqs[i], sub + n, clock, True))
+        values = _merged([sessions.pop(s)[1] for s in merged], specs)
+        values = tuple(_fold(spec.fn, v, None if arg is None else _scalar(arg[i]), spec.distinct) if spec.arg
+                       else _fold(spec.fn, v, 1, spec.distinct) for spec, v, arg in zip(specs, values, args))
+        sessions[first] = (last, values)
+        out.append((group, first, last, values, last, seqs[i], sub + len(merged), clock, False))
+    return sessions, late
+
+
+def _merged(stored: list, specs: list[AggSpec]) -> tuple:
+    """The accumulators of sessions merged into one (in order of start; none: every aggregate's initial value)."""
+    values: list = [None] * len(specs)
+    for accumulators in stored:
+        values = [_merge(spec, a, b) for spec, a, b in zip(specs, values, accumulators)]
+    return tuple(set(v) if isinstance(v, set) else v for v in values)
+
+
+def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
+    """Two sessions' accumulators of one aggregate as one (``a`` from the earlier session)."""
+    if a is None:
+        return set(b) if isinstance(b, (set, frozenset)) else b
+    if b is None:
+        return a
+    fn = spec.fn
+    if fn == "COUNT" and spec.distinct or fn == "COLLECT_SET" and isinstance(a, set):
+        return set(a) | set(b)
+    if fn in ("COUNT", "SUM"):
+        return a + b
+    if fn == "AVG":
+        return (a[0] + b[0], a[1] + b[1])
+    if fn == "MIN":
+        return min(a, b)
+    if fn == "MAX":
+        return max(a, b)
+    if fn == "COLLECT_LIST":
+        return list(a) + list(b)
+    if fn == "COLLECT_SET":
+        return list(a) + [v for v in b if v not in a]
+    if fn == "LATEST_BY_OFFSET":
+        return b
+    return a  # EARLIEST_BY_OFFSET
+
+
+def _output(frame: pd.DataFrame, window: GroupWindow, group_ids, specs, out_names) -> pd.DataFrame:
+    if not len(frame):
+        return pd.DataFrame(columns=out_names)
+    out = pd.DataFrame({g: [group[i] for group in frame["__group"]] for i, g in enumerate(group_ids)})
+    starts, ends = frame["__start"].to_numpy(dtype=np.int64), frame["__end"].to_numpy(dtype=np.int64)
+    out[window.start.id], out[window.end.id] = starts, ends
+    for i, spec in enumerate(specs):
+        out[spec.out] = [_result(spec.fn, values[i], spec.distinct) for values in frame["__values"]]
+    for c in (ROWTIME, SEQ, SUB, STREAM_TIME, TOMBSTONE):
+        out[c] = frame[c].to_numpy()
+    out[WINDOW_START], out[WINDOW_END] = starts, ends
+    return out[out_names]
+
+
+def _idle(window: GroupWindow):
+    def idle(meta: dict, rows) -> bool:
+        """A batch that brings the bucket only a clock short of expiring its earliest session."""
+        clock = tick_only_clock(rows)
+        if clock is None:
+            return False
+        return (meta is None or meta["earliest_end"] is None or clock == NO_TIME
+                or meta["earliest_end"] >= clock - window.size_ms - window.grace_ms + 1)
+
+    return idle
+
+
+OPERATOR = SessionAggregate()
