@@ -1,5 +1,6 @@
-"""Flink group window aggregate: N records over 10k keys, event times rising 10 ms a record with up to 2 s of
-disorder, ``GROUP BY TUMBLE(t, INTERVAL '1' MINUTE), k`` (COUNT and SUM) under a 10-second watermark delay.
+"""Group window aggregates: N records over 10k keys, event times rising 10 ms a record with up to 2 s of
+disorder, Flink's ``GROUP BY TUMBLE(t, INTERVAL '1' MINUTE), k`` (COUNT and SUM) under a 10-second watermark
+delay, and ksqlDB's ``WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 10 SECONDS)`` with EMIT FINAL and EMIT CHANGES.
 Baseline: Spark's native windowed aggregation (``groupBy(window(t, '1 minute'), k)`` with a 10-second
 watermark, append mode: a window's row leaves once the watermark passes its end). Both read the same
 embedded topic through the same source and write to the no-op sink."""
@@ -20,6 +21,13 @@ CREATE TABLE L (k INT, v BIGINT, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL
 """
 QUERY = ("INSERT INTO J SELECT k, TUMBLE_START(t, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(v) AS s "
          "FROM L GROUP BY TUMBLE(t, INTERVAL '1' MINUTE), k;")
+# the same windows in ksqlDB (record times are the event times): one row per window when it closes (as Spark's
+# append mode), or the window's values after every record
+KSQL = """
+CREATE STREAM LK (k INT, v BIGINT) WITH (kafka_topic='left', value_format='JSON');
+CREATE TABLE JK AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM LK
+  WINDOW TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 10 SECONDS) GROUP BY k EMIT {emit};
+"""
 
 
 def generate(root: str, rows: int) -> None:
@@ -39,7 +47,8 @@ def generate(root: str, rows: int) -> None:
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
-    return warmed_up(_run_variants, ["spark-native", "streamjoin-tumble"], rows=rows, batches=batches, only=only)
+    return warmed_up(_run_variants, ["spark-native", "streamjoin-tumble", "streamjoin-ksql-final", "streamjoin-ksql-changes"],
+                     rows=rows, batches=batches, only=only)
 
 
 def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
@@ -54,6 +63,8 @@ def _run_variants(*, rows: int, batches: int, only: list[str]) -> dict:
             rows_df = raw.select(value.alias("r")).select("r.k", "r.v", "r.t").withWatermark("t", "10 seconds")
             windows = rows_df.groupBy(F.window("t", "1 minute"), "k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
             results["spark-native"] = dict(time_query(windows, os.path.join(work, "ck-native"), rows), baseline=True)
-        variants = {"streamjoin-tumble": (DDL + QUERY, per_batch)}
+        variants = {"streamjoin-tumble": (DDL + QUERY, per_batch),
+                    "streamjoin-ksql-final": (KSQL.format(emit="FINAL"), per_batch),
+                    "streamjoin-ksql-changes": (KSQL.format(emit="CHANGES"), per_batch)}
         results.update(time_streamjoin(spark, variants, root, work, rows, only))
         return results

@@ -56,3 +56,14 @@ def test_side_clocks_are_each_topics_running_maximum_and_continue_from_the_state
     assert state == {"streamTime": 9, "sideTimes": {"a": 5, "b": 9}}
     more, state = Clock({"a": None, "b": None}, sides=("a", "b")).run(records([("a", 4, {})]), state)
     assert more.tolist() == [[9, 5, 9]] and state["sideTimes"] == {"a": 5, "b": 9}
+
+
+def test_clock_steps_keep_the_largest_clock_value_of_each_grid_span():
+    import pyarrow as pa
+
+    from streamjoin.connectors.embedded_source import clock_steps
+
+    stream_time = pa.array([None, 5, 5, 9, 10, 19, 19, 31, 40, 41], pa.int64())
+    assert clock_steps(stream_time, 10) == [9, 19, 31, 41]
+    assert clock_steps(stream_time, 1) == [5, 9, 10, 19, 31, 40, 41]
+    assert clock_steps(pa.array([None], pa.int64()), 10) == []

@@ -17,9 +17,10 @@ With ``sideTopics`` as well (JSON list of topics), ``topic_times`` holds each of
 With ``ticks`` = N as well, every batch ends with N *tick* rows (topic ``TICK_TOPIC``, ``partition`` =
 0..N-1, ``seq`` and ``stream_time`` of the batch's last record, ``timestamp`` = the clock at the batch's
 first record): time-driven operators bucket their state
-N ways and use the ticks to see the batch-end stream time in every bucket, input or not. With ``clockSteps``
-true as well, each tick row also holds ``clock_steps``: every clock value the batch's records reached, rising
-(a bucket sees when the clock passed a time, not only where it ended: a ksqlDB EMIT FINAL window needs it). ``maxRecordsPerBatch`` caps a batch at N records (the
+N ways and use the ticks to see the batch-end stream time in every bucket, input or not. With ``clockSteps`` = G
+(ms) as well, each tick row also holds ``clock_steps``: the clock values the batch's records reached, rising,
+the largest in each span ``[n * G, (n + 1) * G)`` (a bucket sees when the clock passed a time, to that grid, not
+only where it ended: a ksqlDB EMIT FINAL window needs it, ``operators.window_aggregate``). ``maxRecordsPerBatch`` caps a batch at N records (the
 conformance runner's ``--records-per-batch``); ``startingOffsets`` is ``earliest`` (default) or
 ``latest``. Workers read the segment files directly, so ``root`` must be visible to every executor.
 With ``decode``, the reader also decodes JSON values of the named topics (``connectors.json_decode``).
@@ -102,7 +103,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.starting = options.get("startingoffsets", "earliest").lower()
         self.clock = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
-        self.clock_steps = options.get("clocksteps", "false").lower() == "true"
+        self.clock_steps = int(options.get("clocksteps", "0") or 0)
         self.headers = options.get("headers", "false").lower() == "true"
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
@@ -213,7 +214,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             start = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start,
                               topic_times[-1].as_py() if topic_times is not None else None,
-                              clock_steps(stream_time) if self.clock_steps else None)
+                              clock_steps(stream_time, self.clock_steps) if self.clock_steps else None)
             yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:
@@ -313,9 +314,11 @@ def tick_rows(count: int, seq: int, stream_time: Optional[int], start: Optional[
     )
 
 
-def clock_steps(stream_time: pa.Array) -> list:
-    """The distinct clock values of a batch's records (its ``stream_time``), rising."""
-    return pc.unique(pc.drop_null(stream_time)).sort().to_pylist()
+def clock_steps(stream_time: pa.Array, grid: int) -> list:
+    """The clock values of a batch's records (its ``stream_time``), rising: the largest in each ``grid`` ms."""
+    values = np.sort(pc.unique(pc.drop_null(stream_time)).to_numpy(zero_copy_only=False))
+    cells = np.floor_divide(values, grid)
+    return values[np.append(cells[1:] != cells[:-1], True)].tolist() if len(values) else []
 
 
 def source_schema(decode: Optional[str]) -> StructType:

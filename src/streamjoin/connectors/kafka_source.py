@@ -88,7 +88,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         self.fail_on_loss = options.get("failondataloss", "true").lower() != "false"
         self.clock: Optional[Clock] = reader_clock(options)
         self.ticks = int(options.get("ticks", "0") or 0)
-        self.clock_steps = options.get("clocksteps", "false").lower() == "true"
+        self.clock_steps = int(options.get("clocksteps", "0") or 0)
         # records with a null value, per topic, kept in the offset (``runtime.metrics``); a clock counts them too
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
         self.decode = decode_plan(options.get("decode"))
@@ -255,7 +255,7 @@ class KafkaTopicReader(DataSourceStreamReader):
             first = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, state["count"] + batch.num_rows, stream_time[-1].as_py(), first,
                               topic_times[-1].as_py() if topic_times is not None else None,
-                              clock_steps(stream_time) if self.clock_steps else None)
+                              clock_steps(stream_time, self.clock_steps) if self.clock_steps else None)
             yield from with_decoded(ticks, self.decode)
 
     def commit(self, end: dict) -> None:

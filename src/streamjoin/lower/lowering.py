@@ -8,6 +8,7 @@ handed to the operator the operator table picks; GROUP BY is the record-at-a-tim
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -72,10 +73,11 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     sides = side_topics(plan)
     if sides:  # each input's own clock on every record (DIALECT §3: a KSQL window store's retention)
         reader = reader.option("sideTopics", json.dumps(sides))
-    steps = any(isinstance(n, Aggregate) and n.window is not None and n.window.ksql and n.window.emit == "FINAL"
-                for n in walk(plan))
-    if steps:  # every clock value of a batch on its ticks (``operators.window_aggregate``: EMIT FINAL)
-        reader = reader.option("clockSteps", "true")
+    grids = [n.window.slide_ms for n in walk(plan) if isinstance(n, Aggregate) and n.window is not None
+             and n.window.ksql and n.window.emit == "FINAL"]
+    steps = bool(grids)
+    if steps:  # the clock values a batch reached on its ticks, to the windows' advance (``operators.window_aggregate``)
+        reader = reader.option("clockSteps", str(math.gcd(*grids)))
     records = reader.load()
     if not sides:
         records = records.drop("topic_times")

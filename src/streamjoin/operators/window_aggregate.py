@@ -24,7 +24,8 @@ window while its start is at least its latest window start minus the retention (
 grace), so when stream time jumps, in one record, from before a window's close to past its start + retention
 + the advance, the window is gone when its close is seen and is never written (counted: ``expired``; the
 ``suppress`` cases of ksqlDB's tests show it). That moment is the first clock value at or past the close,
-which the batch's tick rows carry (``CLOCK_STEPS``). A row's time is its time; the result's time is the latest
+which the batch's tick rows carry (``CLOCK_STEPS``: the largest clock value in each span of the advance is all
+it takes, as only the latest window start at that moment counts). A row's time is its time; the result's time is the latest
 time of the window's rows so far. The window goes with the result's key (``WINDOW_START``); ``WINDOWSTART``
 and ``WINDOWEND`` are columns. A NULL grouping value drops the row (counted: ``null_key``).
 
