@@ -18,6 +18,9 @@ CREATE STREAM rekeyed AS SELECT * FROM batched PARTITION BY meter_id;
 CREATE STREAM other (k STRING KEY, meter_id INT, x INT) WITH (kafka_topic='other', value_format='JSON');
 CREATE STREAM joined AS SELECT b.meter_id AS meter_id, b.readings, o.x FROM batched b
   FULL OUTER JOIN other o WITHIN 3 MILLISECONDS GRACE PERIOD 2 MILLISECONDS ON b.meter_id = o.meter_id;
+CREATE TABLE per_meter AS SELECT meter_id, COUNT(*) AS n FROM batched
+  WINDOW HOPPING (SIZE 10 MILLISECONDS, ADVANCE BY 5 MILLISECONDS, GRACE PERIOD 2 MILLISECONDS) GROUP BY meter_id EMIT FINAL;
+CREATE TABLE meter_sessions AS SELECT meter_id, COUNT(*) AS n FROM other WINDOW SESSION (13 MILLISECONDS) GROUP BY meter_id;
 """
 STREAMS_INPUTS = [
     {"topic": "batched", "key": f"m{i % 7}", "timestamp": i, "value": {"METER_ID": i % 5, "READINGS": [i % 97, 60, i % 13]}}
@@ -85,7 +88,7 @@ SQLSTREAM_INPUTS = [
 # one script, so the three Spark runs (reference, killed, restarted) are paid once for every operator
 SCRIPT = STREAMS_SCRIPT + TABLES_SCRIPT + FLINK_SCRIPT + SQLSTREAM_SCRIPT
 INPUTS = STREAMS_INPUTS + TABLES_INPUTS + FLINK_INPUTS + SQLSTREAM_INPUTS
-SINKS = ("readings", "REKEYED", "JOINED", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular",
+SINKS = ("readings", "REKEYED", "JOINED", "PER_METER", "METER_SESSIONS", "ENRICHED", "MEMBERS", "PER_TEAM", "PAIRS", "shipped", "versioned", "regular",
          "windowed", "RANGED", "COUNTED", "FRAMED")
 
 
