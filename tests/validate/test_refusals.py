@@ -203,6 +203,19 @@ REFUSED = [
     ("ksqlDB: RETENTION shorter than size and grace",
      "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 MINUTE, RETENTION 1 MINUTE, "
      "GRACE PERIOD 1 SECOND) GROUP BY V;", "time-window", "61000 ms"),
+    ("ksqlDB: a persistent query over a windowed table",
+     "CREATE TABLE WT (ID INT PRIMARY KEY, X INT) WITH (kafka_topic='wt', value_format='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE TABLE W AS SELECT * FROM WT;", "windowed-table", "KSQL does not support persistent queries on windowed tables."),
+    ("ksqlDB: a windowed stream joined to an unwindowed one",
+     "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE STREAM J AS SELECT * FROM WS JOIN L WITHIN 1 MINUTE ON WS.ID = L.ID;", "windowed-join",
+     "Can not join windowed source to non-windowed source."),
+    ("ksqlDB: WINDOW_SIZE on a session-windowed source",
+     "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION', "
+     "WINDOW_SIZE='1 MINUTE');", "window-type", "'WINDOW_SIZE' should not be set for SESSION windows."),
+    ("ksqlDB: a tumbling-windowed source without WINDOW_SIZE",
+     "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='TUMBLING');",
+     "window-type", "TUMBLING windows require 'WINDOW_SIZE'"),
     ("ksqlDB: EMIT FINAL without a window", "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L GROUP BY V EMIT FINAL;",
      "emit-final", "EMIT FINAL is only supported for windowed aggregations."),
     ("ksqlDB: a SESSION window with EMIT FINAL",

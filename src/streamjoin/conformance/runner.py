@@ -46,9 +46,19 @@ def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
     batches = []
     for i in inputs:
         topic = _input_topic(i["topic"], formats)
-        batches.append((topic, [Record(encode_key(i.get("key"), formats.get(topic)), encode_value(i.get("value"), formats.get(topic)),
+        key = windowed_key(encode_key(i.get("key"), formats.get(topic)), i.get("window"))
+        batches.append((topic, [Record(key, encode_value(i.get("value"), formats.get(topic)),
                                        int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))]))
     store.append(batches)
+
+
+def windowed_key(key: Optional[bytes], window: Optional[dict]) -> Optional[bytes]:
+    """A case record's key with its ``window`` as Kafka Streams writes a windowed key: + 8-byte start (a time
+    window), + 8-byte end + 8-byte start (a session)."""
+    if window is None:
+        return key
+    bounds = (window["end"], window["start"]) if str(window.get("type", "time")).casefold() == "session" else (window["start"],)
+    return (key or b"") + b"".join(int(b).to_bytes(8, "big", signed=True) for b in bounds)
 
 
 def _input_topic(named: str, formats: dict) -> str:

@@ -36,7 +36,7 @@ from ..connectors.formats import BINARY_ERROR, BINARY_FORMATS, binary_as_json, d
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
-from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, Scan
+from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
 from .expressions import compile_expr
 
 
@@ -55,6 +55,8 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
+    if source.window is not None:
+        df = _window_from_key(df, source.window)
     if source.value_format in BINARY_FORMATS:
         df = _binary_as_json(df, source)
     parsed = _value_parser(source)
@@ -66,6 +68,26 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
         # the failure is computed in the generated code before the observation, which interprets its input
         df = df.withColumn(FAILURE, _failure()).observe(dead_letters.metric, F.collect_list(FAILURE).alias("failures"))
     return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR, FAILURE)
+
+
+def _window_from_key(df: DataFrame, window: tuple[str, int]) -> DataFrame:
+    """A windowed source's records (``WINDOW_TYPE``): the key without its window, whose start (and end) become
+    ``WINDOW_START`` and ``WINDOW_END``. Kafka Streams writes a time window's key as key + 8-byte start, a
+    session's as key + 8-byte end + 8-byte start (big-endian); a time window ends ``WINDOW_SIZE`` after it starts."""
+    kind, size = window
+    suffix = 16 if kind == "SESSION" else 8
+    length = F.length(F.col("key"))
+
+    def long_at(offset: int) -> Column:  # the 8 bytes ``offset`` bytes before the key's end, as a signed long
+        return F.conv(F.hex(F.expr(f"substring(key, length(key) - {offset - 1}, 8)")), 16, -10).cast("bigint")
+
+    start = long_at(8)
+    end = long_at(16) if kind == "SESSION" else start + F.lit(size)
+    whole = F.col("key").isNotNull() & (length >= suffix)
+    return df.select(
+        *[c for c in df.columns if c != "key"],
+        F.when(whole, F.expr(f"substring(key, 1, length(key) - {suffix})")).alias("key"),
+        F.when(whole, start).alias(WINDOW_START), F.when(whole, end).alias(WINDOW_END))
 
 
 def _failure() -> Column:
@@ -208,6 +230,8 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
                  F.col("stream_time").alias(STREAM_TIME)]
     if "topic_times" in df.columns:  # read for a KSQL windowed join (``lower.lowering.side_topics``)
         selected.append(F.col("topic_times").alias(TOPIC_TIMES))
+    if source.window is not None:  # the key's window (``_window_from_key``)
+        selected += [F.col(WINDOW_START), F.col(WINDOW_END)]
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
     return df.select(*selected, *RAW, ERROR)

@@ -76,8 +76,9 @@ def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     """The record key; a windowed result's key is followed by its window's start as 8 big-endian bytes (Kafka
     Streams' ``TimeWindowedSerializer``), a session's by its end and then its start (``SessionKeySchema``)."""
     key = _unwindowed_key(sink, key_format)
-    bounds = [c for c in (WINDOW_END, WINDOW_START) if c in df.columns]
-    if bounds:
+    window = sink.target.window if WINDOW_START in df.columns else None
+    if window is not None:
+        bounds = (WINDOW_END, WINDOW_START) if window[0] == "SESSION" else (WINDOW_START,)
         key = F.concat(F.coalesce(key, F.lit(b"")), *[F.unhex(F.lpad(F.hex(F.col(c)), 16, "0")) for c in bounds])
     return key
 

@@ -53,6 +53,8 @@ class Binder:
             self._own_rowtimes, self.plain_select = outer_rowtimes, outer_plain
         node = scope.node
         style = style or naming_style(node)
+        if isinstance(select.from_, ast.Join):
+            _check_windowed_inputs(node, select.from_)
         if select.where is not None:
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
@@ -172,6 +174,9 @@ class Binder:
                 node = _with_scan_options(node, window, rel.system_time)
             return node
         if isinstance(target, SourceInfo):
+            if target.window is not None and target.kind == "TABLE":
+                raise StatementError("KSQL does not support persistent queries on windowed tables.", rule="windowed-table",
+                                     pos=rel.pos)
             scan = self.scan(target, alias, window, rel.system_time)
             if alias.casefold() in self._own_rowtimes and target.dialect in ("ksql", ""):
                 # ``alias.ROWTIME`` in a ksqlDB join: the record's own time (of a query's sink too)
@@ -506,3 +511,19 @@ def _with_scan_options(node: PlanNode, window, system_time) -> PlanNode:
     return replace(node, window=window, system_time=system_time)
 
 
+
+
+def _check_windowed_inputs(node: PlanNode, at: ast.Join) -> None:
+    """A join may not read a ksqlDB windowed source (``WINDOW_TYPE``) beside an unwindowed one (ksqlDB's words);
+    joins of windowed sources (matched by key and window) are not built yet."""
+    scans = [n for n in walk(node) if isinstance(n, Scan) and not n.source.bounded_path]
+    windowed = [n for n in scans if n.source.window is not None]
+    if not windowed:
+        return
+    plain = [n for n in scans if n.source.window is None]
+    if plain:
+        raise StatementError(f"Can not join windowed source to non-windowed source.\n`{windowed[0].source.name}` is "
+                             f"{windowed[0].source.window[0]} windowed\n`{plain[0].source.name}` is not windowed",
+                             rule="windowed-join", pos=at.pos)
+    raise StatementError("joins of windowed sources (WINDOW_TYPE) are not supported yet (issue #25)", rule="windowed-join",
+                         pos=at.pos)

@@ -6,6 +6,7 @@ from typing import Optional
 from ..errors import StatementError
 from ..sql import ast
 from .catalog import ColumnInfo, SourceInfo, display_name
+from .settings import interval_ms
 from .types import spark_type
 
 UPSERT_CONNECTORS = {"upsert-kafka"}
@@ -75,6 +76,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
             f"TABLE {name} needs a PRIMARY KEY column (or the KEY property)", rule="table-needs-key", pos=stmt.pos
         )
     timestamp_column, watermark_delay = _event_time(stmt, props, columns, style)
+    window = _key_window(props, stmt.pos)
     topic = props.get("kafka_topic") or props.get("topic")
     # a file path instead of a topic: a bounded source, loaded once at query start (a static table)
     path = props.get("path") if connector == "filesystem" or topic is None else None
@@ -98,6 +100,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
         changelog_format=changelog,
         properties=tuple(sorted((k, v) for k, v in props.items())),
         dialect=stmt.dialect,
+        window=window,
     )
 
 
@@ -278,3 +281,33 @@ def watermark_delay_ms(expr: ast.Expr) -> int:
     raise StatementError(
         "WATERMARK FOR supports `col` or `col - INTERVAL ...`", rule="watermark-expression", pos=getattr(expr, "pos", None)
     )
+
+
+WINDOW_TYPES = ("TUMBLING", "HOPPING", "SESSION")
+
+
+def _key_window(props: dict, pos) -> Optional[tuple[str, int]]:
+    """ksqlDB's ``WINDOW_TYPE`` (and ``WINDOW_SIZE``) of a source whose record keys hold their window, as
+    ``SourceInfo.window``: (type, size ms; 0 for SESSION)."""
+    kind, size = props.get("window_type"), props.get("window_size")
+    if kind is None:
+        if size is not None:
+            raise StatementError("'WINDOW_SIZE' needs 'WINDOW_TYPE'", rule="window-type", pos=pos)
+        return None
+    kind = str(kind).upper()
+    if kind not in WINDOW_TYPES:
+        raise StatementError(f"WINDOW_TYPE '{kind}' is not one of {', '.join(WINDOW_TYPES)}", rule="window-type", pos=pos)
+    if kind == "SESSION":
+        if size is not None:
+            raise StatementError("'WINDOW_SIZE' should not be set for SESSION windows.", rule="window-type", pos=pos)
+        return kind, 0
+    if size is None:
+        raise StatementError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. For example: "
+                             "'WINDOW_SIZE'='10 SECONDS'", rule="window-type", pos=pos)
+    try:
+        return kind, interval_ms(str(size))
+    except ValueError:
+        unit = str(size).split()[-1] if len(str(size).split()) == 2 else ""
+        why = f"Unknown time unit: '{unit.upper()}'" if unit else "write it as '10 SECONDS'"
+        raise StatementError(f"Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. {why}",
+                             rule="window-type", pos=pos) from None

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from ..errors import StatementError
 from ..sql import ast
-from .nodes import OWN_ROWTIME, ROWTIME, Field, Join, PlanNode, Ref
+from .nodes import OWN_ROWTIME, ROWTIME, WINDOW_END, WINDOW_START, Field, Join, PlanNode, Ref, Scan, walk
 
 _ids = itertools.count()
 
 ROWTIME_NAMES = {"rowtime"}
+WINDOW_BOUND_NAMES = {"windowstart", "windowend"}
 KEY_NAMES = {"rowkey", "_key"}
 
 
@@ -117,6 +118,9 @@ class Scope:
             if own:  # a joined input's record time (``Binder``: ``alias.ROWTIME`` in a join)
                 return Ref(own[0].id, "bigint", f"{own[0].qualifier}.ROWTIME", pos=col.pos)
             return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
+        if name in WINDOW_BOUND_NAMES and _windowed_scan(self.node):  # a windowed source's window (its key's)
+            column = WINDOW_START if name == "windowstart" else WINDOW_END
+            return Ref(column, "bigint", name.upper(), pos=col.pos)
         synthetic = synthetic_key(self.node)
         if col.qualifier is None and synthetic is not None and name == synthetic.name.casefold():
             return Ref(synthetic.id, synthetic.type, synthetic.name, pos=col.pos)
@@ -147,3 +151,8 @@ def synthetic_key(node: PlanNode) -> Field | None:
 
 def _qualified(f: Field) -> str:
     return f"{f.qualifier}.{f.name}" if f.qualifier else f.name
+
+
+def _windowed_scan(node: PlanNode) -> bool:
+    """Whether ``node`` reads a ksqlDB windowed source (``WINDOW_TYPE``): its rows carry their key's window."""
+    return any(isinstance(n, Scan) and n.source.window is not None for n in walk(node))

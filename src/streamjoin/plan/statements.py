@@ -238,10 +238,13 @@ class StatementPlanner:
 
 
 def _key_window(plan: PlanNode) -> Optional[tuple[str, int]]:
-    """(window type, size ms) of a ksqlDB windowed aggregate's result, whose record keys hold the window."""
+    """(window type, size ms) of a query's result whose record keys hold a window: a ksqlDB windowed aggregate's,
+    or the rows of a windowed source (``WINDOW_TYPE``) passed on."""
     node = plan
     while isinstance(node, (Project, Filter)):
         node = node.input
+    if isinstance(node, Scan):
+        return node.source.window
     window = node.window if isinstance(node, Aggregate) else None
     return (window.kind, window.size_ms) if window is not None and window.ksql else None
 
