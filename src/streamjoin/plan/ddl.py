@@ -76,7 +76,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
             f"TABLE {name} needs a PRIMARY KEY column (or the KEY property)", rule="table-needs-key", pos=stmt.pos
         )
     timestamp_column, watermark_delay = _event_time(stmt, props, columns, style)
-    window = _key_window(props, stmt.pos)
+    window = _declared_window(props, stmt.pos)
     topic = props.get("kafka_topic") or props.get("topic")
     # a file path instead of a topic: a bounded source, loaded once at query start (a static table)
     path = props.get("path") if connector == "filesystem" or topic is None else None
@@ -286,7 +286,7 @@ def watermark_delay_ms(expr: ast.Expr) -> int:
 WINDOW_TYPES = ("TUMBLING", "HOPPING", "SESSION")
 
 
-def _key_window(props: dict, pos) -> Optional[tuple[str, int]]:
+def _declared_window(props: dict, pos) -> Optional[tuple[str, int]]:
     """ksqlDB's ``WINDOW_TYPE`` (and ``WINDOW_SIZE``) of a source whose record keys hold their window, as
     ``SourceInfo.window``: (type, size ms; 0 for SESSION)."""
     kind, size = props.get("window_type"), props.get("window_size")

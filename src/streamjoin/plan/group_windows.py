@@ -83,9 +83,10 @@ WINDOWS_PER_ROW = 1 << 12  # the most windows a row may fall in (size / advance)
 
 def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> GroupWindow:
     """ksqlDB's ``WINDOW TUMBLING (SIZE s)`` / ``HOPPING (SIZE s, ADVANCE BY a)`` / ``SESSION (gap)`` over ``node``'s
-    rows, by their own time (a session window's ``size_ms`` is its gap: ``operators.session_aggregate``). A window takes rows until stream time passes its end by the grace period: ``GRACE PERIOD g``, else
-    0 under EMIT FINAL and ``max(24 h - size, 0)`` otherwise (ksqlDB's ``StreamAggregateBuilder.defaultGrace``
-    and ``RewrittenAnalysis``). Its columns are ``WINDOWSTART`` and ``WINDOWEND`` (ms)."""
+    rows, by their own time (a session window's ``size_ms`` is its gap: ``operators.session_aggregate``). A
+    window takes rows until stream time passes its end by the grace period: ``GRACE PERIOD g``, else 0 under EMIT
+    FINAL and ``max(24 h - size, 0)`` otherwise (ksqlDB's ``StreamAggregateBuilder.defaultGrace`` and
+    ``RewrittenAnalysis``). Its columns are ``WINDOWSTART`` and ``WINDOWEND`` (ms)."""
     if node.kind != "STREAM":
         raise StatementError("Windowing not supported for table aggregations.", rule="table-window", pos=clause.pos)
     if clause.kind == "SESSION" and emit == "FINAL":
@@ -96,8 +97,6 @@ def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> 
     size, advance = clause.size_ms, clause.advance_ms
     if size is None:
         raise StatementError(f"WINDOW {clause.kind} needs a SIZE", rule="time-window", pos=clause.pos)
-    if clause.kind == "SESSION":  # its gap stands for both size and advance below: one "window" per row
-        advance = size
     if clause.kind == "TUMBLING" and advance is not None:
         raise StatementError("WINDOW TUMBLING takes no ADVANCE BY (a HOPPING window does)", rule="time-window", pos=clause.pos)
     if clause.kind == "HOPPING" and advance is None:
