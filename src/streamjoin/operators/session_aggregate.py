@@ -46,7 +46,7 @@ START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
 ROW = 0  # the side tag of input rows (tick rows have keyed_inputs.TICK)
 
 STATE = DeclaredState(
-    "session-aggregate", 1,
+    "session_aggregate", 1,
     keeps="per group and live session: the grouping values, the session's start and end and one accumulator per "
           "aggregate",
     segments="chunks of the sessions' change log",

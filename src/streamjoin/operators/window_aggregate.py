@@ -67,7 +67,7 @@ ROW = 0  # the side tag of input rows (tick rows have keyed_inputs.TICK)
 ORDER_SCALE = 1 << 20  # a leaving window's _sub: its end, then its first row's ingestion position
 
 STATE = DeclaredState(
-    "window-aggregate", 2,
+    "window_aggregate", 2,
     keeps="per group and open window: the grouping values, the window start, its first row's ingestion position, "
           "the latest time of its rows and one accumulator per aggregate",
     segments="chunks of the open windows' change log",
