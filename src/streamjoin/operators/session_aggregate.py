@@ -37,10 +37,11 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, 
 from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
-    restore_integers, tick_only_clock, tick_rows,
+    BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
+    tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, merge_changes, new_table_log, read_table, run_segmented
+from .window_aggregate import timed_rows
 
 START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
 ROW = 0  # the side tag of input rows (tick rows have keyed_inputs.TICK)
@@ -83,16 +84,8 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0, "earliest_end": None}
-        rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
-        clock = int(clock_values(rows[STREAM_TIME]).max()) if len(rows) else NO_TIME
-        data = rows[rows[SIDE].to_numpy() != TICK]
-        if group_ids:
-            null_group = data[group_ids].isna().any(axis=1).to_numpy()
-            count_dropped(meta, "null_key", null_group.sum())
-            data = data[~null_group]
-        no_time = data["__t"].isna().to_numpy()
-        count_dropped(meta, "no_time", no_time.sum())
-        data = restore_integers(data[~no_time].reset_index(drop=True), integral)
+        rows, clock, data = timed_rows(meta, rows, group_ids)
+        data = restore_integers(data, integral)
         horizon = clock - gap - grace + 1 if clock != NO_TIME else NO_TIME  # sessions ending before it are gone
         due = meta["earliest_end"] is not None and meta["earliest_end"] < horizon
         if not len(data) and not due:

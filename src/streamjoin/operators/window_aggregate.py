@@ -145,16 +145,7 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0, "earliest_end": None}
-        rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
-        clock = int(clock_values(rows[STREAM_TIME]).max()) if len(rows) else NO_TIME
-        data = rows[rows[SIDE].to_numpy() != TICK]
-        if ksql and group_ids:
-            null_group = data[group_ids].isna().any(axis=1).to_numpy()
-            count_dropped(meta, "null_key", null_group.sum())
-            data = data[~null_group]
-        no_time = data[START].isna().to_numpy()
-        count_dropped(meta, "no_time", no_time.sum())
-        data = data[~no_time]
+        rows, clock, data = timed_rows(meta, rows, group_ids if ksql else [])
         starts = data[START].to_numpy(dtype=np.int64)
         row_clocks = clock_values(data[STREAM_TIME])
         late = (row_clocks != NO_TIME) & (starts + size <= row_clocks - lag)
@@ -186,6 +177,22 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
         return out, meta
 
     return step
+
+
+def timed_rows(meta: dict, rows: pd.DataFrame, drop_null: list[str]) -> tuple[pd.DataFrame, int, pd.DataFrame]:
+    """A bucket's batch in ingestion order, its batch-end clock, and its input rows that have a time (``__t``)
+    and, in the ``drop_null`` columns, no NULL (ksqlDB's groups); the others are counted in ``meta`` as dropped
+    (``no_time``, ``null_key``)."""
+    rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
+    clock = int(clock_values(rows[STREAM_TIME]).max()) if len(rows) else NO_TIME
+    data = rows[rows[SIDE].to_numpy() != TICK]
+    if drop_null:
+        null_group = data[drop_null].isna().any(axis=1).to_numpy()
+        count_dropped(meta, "null_key", null_group.sum())
+        data = data[~null_group]
+    no_time = data["__t"].isna().to_numpy()
+    count_dropped(meta, "no_time", no_time.sum())
+    return rows, clock, data[~no_time].reset_index(drop=True)
 
 
 def _steps(rows: pd.DataFrame) -> np.ndarray:
