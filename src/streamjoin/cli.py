@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 
@@ -156,17 +157,21 @@ def _explain(args) -> int:
     from .plan.catalog import Catalog
     from .lower import operator_table
     from .plan.explain import explain_text
+    from .connectors.topic_store import TopicStore
+    from .plan.inference import first_pairs
     from .plan.statements import StatementPlanner
     from .sql import parse_script
 
-    planner = StatementPlanner(Catalog(), operators=operator_table)
+    root = os.path.join(args.home, "topics")  # a Lenses query's undeclared topics (``plan.inference``)
+    sample = partial(first_pairs, TopicStore(root)) if os.path.isdir(root) else None
+    planner = StatementPlanner(Catalog(), operators=operator_table, sample_topic=sample)
     for item in parse_script(Path(args.script).read_text()):
         planned = planner.plan(item)
         if planned.output:
             print(planned.output)
         if planned.query:
             print(f"-- {planned.query.query_id}")
-            print(explain_text(planned.query.plan, operator_table.declared_state))
+            print(explain_text(planned.query.plan, operator_table.declared_state, planner.catalog.properties))
     return 0
 
 

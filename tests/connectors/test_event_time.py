@@ -67,3 +67,18 @@ def test_clock_steps_keep_the_largest_clock_value_of_each_grid_span():
     assert clock_steps(stream_time, 10) == [9, 19, 31, 41]
     assert clock_steps(stream_time, 1) == [5, 9, 10, 19, 31, 40, 41]
     assert clock_steps(pa.array([None], pa.int64()), 10) == []
+
+
+# (key field as the clock names it, record keys, event time per record): Lenses EVENTTIME BY _key / _key.f
+KEY_TIMES = [
+    ("key:", [b"1500", b"x", None, b"2019-03-30T05:03:30Z"], [1500, N, N, 1553922210000]),
+    ("key:ts", [b'{"ts": 40, "id": "a"}', b'{"id": "b"}', b"not json", None], [40, N, N, N]),
+]
+
+
+@pytest.mark.parametrize("field,keys,times", KEY_TIMES, ids=[k[0] for k in KEY_TIMES])
+def test_event_time_read_from_the_record_key(field, keys, times):
+    from streamjoin.connectors.event_time import event_times
+
+    table = records([("a", 7, {}) for _ in keys]).append_column("key", pa.array(keys, pa.binary()))
+    assert event_times(table, field).tolist() == times

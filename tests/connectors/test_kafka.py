@@ -121,6 +121,21 @@ def test_a_reading_consumer_is_kept_for_the_next_task_unless_a_topic_it_read_was
         assert fresh is not failed
 
 
+def test_a_lenses_query_infers_an_undeclared_topics_schema_from_its_first_records_on_the_broker(broker):
+    from streamjoin.plan.catalog import Catalog
+    from streamjoin.plan.inference import first_pairs
+    from streamjoin.plan.statements import StatementPlanner
+    from streamjoin.sql import parse_script
+
+    topics, topic = KafkaTopics(broker), _topic("undeclared")
+    topics.create(topic, partitions=2)
+    topics.append([(topic, [Record(b"k%d" % i, b'{"n": %d}' % i, i, partition=i % 2) for i in range(6)])], partitions=2)
+    assert len(topics.first_records(topic, 4)) == 4 and first_pairs(topics, "no-such-topic") == []
+    planner = StatementPlanner(Catalog(), sample_topic=lambda t: first_pairs(topics, t))
+    (described,) = [planner.plan(item) for item in parse_script(f"DESCRIBE `{topic}`;")]
+    assert "n BIGINT" in described.output and "inferred" in described.output
+
+
 KAFKA_CASES = (  # one or two per join family: the whole seed suite runs with `streamjoin test --bootstrap-servers`
     "stream-stream left join, KSQL semantic table",
     "stream without key joined to a table",

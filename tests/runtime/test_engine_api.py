@@ -1,6 +1,8 @@
 """The Python API: Engine(spark).execute / explain / dataframe, DESCRIBE, and refusals that start nothing."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streamjoin import Engine
@@ -192,3 +194,22 @@ def test_a_join_reads_its_source_once_per_micro_batch(spark, tmp_path):
     engine.stop()
     assert rows == [("A", "a")]
     assert plan.count("MicroBatchScan") == 1 and plan.count("ReusedExchange") == 2
+
+
+def test_a_lenses_query_over_an_undeclared_topic_runs_on_its_inferred_schema(spark, tmp_path):
+    """Lenses infers an undeclared JSON topic's schema from its records; a query over it runs, and DESCRIBE
+    shows it. Records must be there before the query is planned (as in Lenses)."""
+    from streamjoin.connectors.topic_store import Record
+
+    engine = Engine(spark, home=str(tmp_path))
+    engine.store.create("payments")
+    engine.store.append([("payments", [Record(b"u1", b'{"user": "u1", "amount": 5, "at": 7000}', 1),
+                                       Record(b"u2", b'{"user": "u2", "amount": 0.5, "at": 8000}', 2)])])
+    (query,) = engine.execute("DESCRIBE payments; INSERT INTO big SELECT STREAM user, amount FROM payments "
+                              "EVENTTIME BY at WHERE amount > 1;")
+    assert "Columns (inferred from the topic's records):" in engine.outputs[-1] and "amount DOUBLE" in engine.outputs[-1]
+    engine.store.append([("payments", [Record(b"u3", b'{"user": "u3", "amount": 9.25, "at": 9000}', 3)])])
+    engine.process_all_available()
+    rows = [(r.key, json.loads(r.value), r.timestamp) for r in engine.store.records("big")]
+    engine.stop()
+    assert rows == [(b"u1", {"user": "u1", "amount": 5.0}, 7000), (b"u3", {"user": "u3", "amount": 9.25}, 9000)]

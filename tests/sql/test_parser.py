@@ -232,6 +232,19 @@ STATEMENTS = [
      lambda s: (s.key_format, s.value_format) == ("STRING", "AVRO")),
     ("INSERT INTO daily-item-stats SELECT STREAM itemId FROM purchases-2",
      lambda s: s.target == I("daily-item-stats", True) and s.query.from_.name == I("purchases-2", True)),
+    ("SELECT STREAM c.name FROM customers c LEFT JOIN orders o ON c.id = o.cid WITHIN 5s",
+     lambda s: s.query.from_.within.before_ms == 5000 and s.query.from_.on is not None),
+    ("SELECT STREAM customers.name FROM customers LEFT JOIN orders WITHIN 5s ON customers.id = orders.cid WITHIN 5s",
+     lambda s: (s.query.from_.within.before_ms, s.query.from_.within.after_ms) == (5000, 5000)),
+    ("SELECT STREAM itemId, COUNT(*) AS n FROM purchases WINDOW BY TUMBLE 1d GROUP BY itemId",
+     lambda s: s.query.time_window.kind == "TUMBLING" and s.query.time_window.size_ms == 86_400_000),
+    ("SELECT STREAM itemId, COUNT(*) AS n FROM purchases WHERE n > 1 WINDOW BY HOP 5m,1m GRACE BY 10s GROUP BY itemId",
+     lambda s: (s.query.time_window.kind, s.query.time_window.size_ms, s.query.time_window.advance_ms,
+                s.query.time_window.grace_ms) == ("HOPPING", 300_000, 60_000, 10_000) and s.query.where is not None),
+    ("SELECT STREAM u, COUNT(*) AS n FROM visits WINDOW BY SESSION 30s GROUP BY u",
+     lambda s: (s.query.time_window.kind, s.query.time_window.size_ms) == ("SESSION", 30_000)),
+    ("SELECT STREAM * FROM games AS g EVENTTIME BY g.startedAt JOIN p EVENTTIME BY at ON g.id = p.id WITHIN 1m",
+     lambda s: s.query.from_.left.event_time == col("g.startedAt") and s.query.from_.right.event_time == col("at")),
 ]
 
 # (expression text, expected tree or predicate on it)
@@ -313,6 +326,7 @@ ERRORS = [
     ("SELECT INTERVAL 'soon' SECOND FROM t", 0, 1, 8, "INTERVAL 'soon' SECOND", "number"),
     ("", 0, 1, 1, "end of input", "SELECT"),
     ("DROP STREAM s t", 0, 1, 15, "t", "end of input"),
+    ("SELECT STREAM a FROM t WINDOW BY HOP 5m GROUP BY a", 0, 1, 41, "GROUP", ","),
 ]
 
 
@@ -354,6 +368,12 @@ def test_error_message():
     message = str(caught.value)
     assert message.startswith("statement 2, line 3, column 3: syntax error at 'WITHN': expected one of ")
     assert "', ', " not in message and "ON, OUTER, OVER" in message
+
+
+def test_a_lenses_join_takes_one_window_written_before_or_after_on():
+    with pytest.raises(SqlSyntaxError) as caught:
+        parse_script("SELECT STREAM a FROM l JOIN r WITHIN 5s ON l.id = r.id WITHIN 6s")
+    assert "two different WITHIN windows" in str(caught.value) and str(caught.value).startswith("statement 1, line 1, ")
 
 
 def test_parse_statement_refuses_two_statements():

@@ -22,6 +22,7 @@ CREATE TABLE NoWm (oid STRING, t TIMESTAMP(3)) WITH ('connector' = 'kafka', 'top
 CREATE TABLE Rates (cur STRING, rate INT, t TIMESTAMP(3), PRIMARY KEY (cur) NOT ENFORCED, WATERMARK FOR t AS t)
   WITH ('connector' = 'upsert-kafka', 'topic' = 'rates', 'key.format' = 'json', 'value.format' = 'json');
 CREATE TEMPORAL TABLE FUNCTION RatesAt ON Ships (t) KEY (oid);
+CREATE TABLE games (_key string, player string, startedAt long, at string, score int) FORMAT (string, json);
 """
 
 # (name, query, rule, text the message must contain)
@@ -141,6 +142,8 @@ REFUSED = [
     ("trigger interval that is no interval", "SET 'streamjoin.trigger.interval' = 'soon';", "invalid-setting", "2 seconds"),
     ("trigger interval in an unknown unit", "SET 'streamjoin.trigger.interval' = '2 fortnights';", "invalid-setting",
      "interval"),
+    ("an offset reset that is no offset", "SET 'auto.offset.reset' = 'newest';", "invalid-setting", "'earliest' or 'latest'"),
+    ("Lenses: partitions that are no count", "SET defaults.topic.partitions = 0;", "invalid-setting", "positive whole number"),
     # ---- INSERT ... VALUES, pumps, Lenses DDL
     ("VALUES of another type than its column", "INSERT INTO L (ID, V) VALUES ('one', 'x');", "values-type",
      "does not fit column ID of type INT"),
@@ -224,6 +227,18 @@ REFUSED = [
     ("ksqlDB's WINDOW over Flink tables",
      "INSERT INTO J SELECT id, COUNT(*) AS n FROM Orders WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;",
      "time-window", "GROUP BY TUMBLE"),
+    ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "
+     "GROUP BY player;", "time-window", "SLIDING windows are not supported yet"),
+    ("Lenses: an older GROUP BY window without its unit pairs", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n "
+     "FROM games GROUP BY HOP(5,m), player;", "time-window", "HOP(size, unit, advance, unit)"),
+    ("Lenses: a GROUP BY of a window alone", "INSERT INTO o SELECT STREAM COUNT(*) AS n FROM games GROUP BY tumble(1,m);",
+     "time-window", "a column beside its window"),
+    ("Lenses: EVENTTIME BY a text field", "INSERT INTO o SELECT STREAM player FROM games EVENTTIME BY at;",
+     "event-time", "epoch milliseconds (INT or LONG) or a TIMESTAMP, not STRING"),
+    ("Lenses: EVENTTIME BY an expression", "INSERT INTO o SELECT STREAM player FROM games EVENTTIME BY startedAt + 1;",
+     "event-time", "a field of the record's key or value, not an expression"),
+    ("Lenses: EVENTTIME BY a text key", "INSERT INTO o SELECT STREAM player FROM games EVENTTIME BY _key;",
+     "event-time", "not STRING"),
 ]
 
 
@@ -295,6 +310,11 @@ ACCEPTED = [
     "INSERT INTO cars (_key.plate, speed, sensor.id) VALUES (\"AB-1\", 50, \"s1\");"
     "INSERT INTO fast STORE KEY AS STRING VALUE AS JSON SELECT STREAM _key.plate AS plate, sensor.id AS sid FROM cars;",
     "INSERT INTO L (ROWTIME, ID, V) VALUES ('2019-03-30 05:03:30.000', 1, 'a'), (1000, -2, NULL);",
+    # Lenses' windows and event time
+    "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games EVENTTIME BY startedAt WHERE score > 1 "
+    "WINDOW BY HOP 5m,1m GRACE BY 10s GROUP BY player;",
+    "INSERT INTO o SELECT STREAM g.player, SUM(score) AS s FROM games AS g EVENTTIME BY g._value.startedAt "
+    "GROUP BY SESSION(30,s), g.player;",
 ]
 
 
@@ -353,3 +373,35 @@ def test_values_become_records_in_the_targets_formats():
     assert topic == "cars" and car.key == b'{"plate": "AB-1"}' and car.value == b'{"speed": 50, "sensor": {"id": "s1"}}'
     topic, (animal,) = produced[2]
     assert topic == "ANIMALS" and animal.key == b"1" and animal.value == b'{"AID": 1, "NAME": "cow"}'
+
+
+# (a script's SET statement, what EXPLAIN says it does here)
+SETTINGS = [
+    ("SET 'auto.offset.reset' = 'latest';", "auto.offset.reset = latest: where a query without a checkpoint starts"),
+    ("SET commit.interval.ms = '1000';", "commit.interval.ms = 1000: the micro-batch cadence"),
+    ("SET defaults.topic.partitions = 3;", "defaults.topic.partitions = 3: the partition count of a topic"),
+    ("SET defaults.topic.autocreate = true;", "defaults.topic.autocreate = true: ignored: a topic an INSERT INTO writes "
+     "is always created"),
+    ("SET topic.`market-risk`.cleanup.policy = 'compact,delete';", "topic.market-risk.cleanup.policy = compact,delete: "
+     "ignored: topic configurations are left to the broker"),
+    ("SET 'processing.guarantee' = 'exactly_once_v2';", "processing.guarantee = exactly_once_v2: ignored: every query "
+     "writes exactly once"),
+    ("SET 'execution.runtime-mode' = 'streaming';", "ignored: Flink job settings"),
+    ("SET 'table.exec.state.ttl' = '1 h';", "table.exec.state.ttl = 1 h: how long a Flink regular join keeps"),
+    ("SET 'no.such.thing' = 'x';", "no.such.thing = x: ignored: not a setting streamjoin reads"),
+]
+
+
+@pytest.mark.parametrize("statement,note", SETTINGS, ids=[s[0] for s in SETTINGS])
+def test_explain_says_what_each_setting_does(statement, note):
+    planner = StatementPlanner(Catalog())
+    *_, explained = [planner.plan(item) for item in parse_script(
+        KSQL_STREAMS + statement + "EXPLAIN INSERT INTO o SELECT STREAM player FROM games;")]
+    assert "Settings:" in explained.output and note in explained.output
+
+
+def test_lenses_partitions_setting_sizes_the_topics_its_inserts_create():
+    planner = StatementPlanner(Catalog())
+    *_, planned = [planner.plan(item) for item in parse_script(
+        KSQL_STREAMS + "SET defaults.topic.partitions = 3; INSERT INTO o SELECT STREAM player FROM games;")]
+    assert planned.created_topic == ("o", 3)

@@ -25,7 +25,8 @@ from pyspark.sql import SparkSession
 from ..connectors.formats import encode_key, encode_value, value_as_json
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
-from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, ORDER_PROPERTY, Engine
+from ..plan.settings import INGESTION_ORDER
+from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, Engine
 from ..sql import SqlSyntaxError
 from .cases import Case
 from .compare import actual_record, compare
@@ -94,7 +95,7 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
                     query_name_prefix=query_name_prefix)
     engine.catalog.properties.update({k: str(v) for k, v in case.properties.items()})
     if bootstrap:
-        engine.catalog.properties.setdefault(ORDER_PROPERTY, "produced")
+        engine.catalog.properties.setdefault(INGESTION_ORDER, "produced")
     sql = "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in case.statements)
     topics: set[str] = set()
     try:

@@ -27,6 +27,7 @@ import pyarrow.json as pa_json
 
 NO_TIME = np.iinfo(np.int64).min
 CHANGELOG_PREFIX = "debezium-json:"  # an event-time field read from inside a debezium-json envelope
+KEY_PREFIX = "key:"  # an event-time field of a JSON record key; the prefix alone: the (primitive) key itself
 
 
 def _to_millis(value) -> Optional[int]:
@@ -65,14 +66,22 @@ def _field_millis(raw: Optional[bytes], field: str) -> Optional[int]:
 
 
 def event_times(table: pa.Table, field: Optional[str]) -> np.ndarray:
-    """Event time per record (ms): the record timestamp, or the JSON value field ``field``.
-    Records without a usable time get ``NO_TIME`` (they do not move stream time)."""
+    """Event time per record (ms): the record timestamp, or the JSON value field ``field`` (of the key, after
+    ``KEY_PREFIX``; the key itself, as text, for the prefix alone). Records without a usable time get
+    ``NO_TIME`` (they do not move stream time)."""
     if not field:
         return table.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
-    fast = _arrow_event_times(table.column("value"), field)
+    part = "value"
+    if field.startswith(KEY_PREFIX):
+        part, field = "key", field[len(KEY_PREFIX):]
+        if not field:
+            keys = table.column("key").to_pylist()
+            return np.array([t if k is not None and (t := _to_millis(k.decode("utf-8", "replace"))) is not None
+                             else NO_TIME for k in keys], dtype=np.int64)
+    fast = _arrow_event_times(table.column(part), field)
     if fast is not None:
         return fast
-    values = table.column("value").to_pylist()  # record at a time: mixed types, odd layouts, bad JSON
+    values = table.column(part).to_pylist()  # record at a time: mixed types, odd layouts, bad JSON
     return np.array([t if (t := _field_millis(v, field)) is not None else NO_TIME for v in values], dtype=np.int64)
 
 

@@ -448,6 +448,13 @@ class KafkaTopics:
     def records(self, topic: str) -> list[Record]:
         return records_of(self.read_table(topic))
 
+    def first_records(self, topic: str, n: int) -> list[Record]:
+        """Up to ``n`` of ``topic``'s first records, partition after partition."""
+        ends = self.end_offsets([topic])
+        fetched = fetch_ranges(self._client(), {tp: (0, min(end, n)) for tp, end in ends.items()}, with_headers=True)
+        table = pa.concat_tables([fetched[tp] for tp in sorted(fetched)]) if fetched else FETCHED_SCHEMA.empty_table()
+        return [Record(r["key"], r["value"], r["timestamp"]) for r in table.slice(0, n).to_pylist()]
+
     def close(self) -> None:
         for client in (self._consumer, self._probe):
             if client is not None:

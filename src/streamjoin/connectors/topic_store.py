@@ -247,6 +247,18 @@ class TopicStore:
     def records(self, topic: str) -> list[Record]:
         return records_of(self.read_table(topic))
 
+    def first_records(self, topic: str, n: int) -> list[Record]:
+        """The first ``n`` records of ``topic`` (fewer if it holds fewer), reading only the segments they are in."""
+        committed, taken, parts = self.committed_seq(), 0, []
+        for seg in self._segments(topic):
+            if taken >= n or _segment_range(seg)[0] > committed:
+                break
+            first, last = _segment_range(seg)
+            part = self.read_table(topic, first - 1, min(last, committed)).slice(0, n - taken)
+            parts.append(part)
+            taken += part.num_rows
+        return [r for part in parts for r in records_of(part)]
+
 
 def records_of(table: pa.Table) -> list[Record]:
     """``Record``s of a table in ``RECORD_SCHEMA``."""

@@ -221,8 +221,9 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
             selected.append(expr.alias(fid))
     rowtime = F.col("timestamp")
     if source.timestamp_column:
-        ts = F.col("__v").getField(source.timestamp_column)
         col = source.column(source.timestamp_column)
+        ts = (_key_column(source.key_format, col, len(key_cols) > 1) if col.origin == "key"
+              else F.col("__v").getField(source.timestamp_column))
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
     selected += [rowtime.alias(f.id) for f in _own_rowtimes(scan)]

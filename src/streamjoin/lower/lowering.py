@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..connectors.event_time import CHANGELOG_PREFIX
+from ..connectors.event_time import CHANGELOG_PREFIX, KEY_PREFIX
 from ..connectors.json_decode import decode_option
 from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
@@ -130,6 +130,9 @@ def _reads_stream_time(join: Join) -> bool:
 def _event_time_field(source) -> str | None:
     if source.timestamp_column and source.changelog_format == "debezium-json":
         return CHANGELOG_PREFIX + source.timestamp_column
+    column = source.column(source.timestamp_column) if source.timestamp_column else None
+    if column is not None and column.origin == "key":  # Lenses EVENTTIME BY _key / _key.f
+        return KEY_PREFIX + (column.name if source.key_format == "JSON" else "")
     return source.timestamp_column
 
 

@@ -45,6 +45,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from ..errors import StatementError
 from ..plan.nodes import EXISTENCE, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join, PlanNode
+from ..plan.settings import STATE_TTL
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
@@ -55,7 +56,6 @@ from .state import GONE, key_index, log_changes, merge_changes, new_table_log, r
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
 ENTRY = "__entry"  # in state: a stored row's side and identity, "<side>|<row id>"
-TTL_PROPERTY = "table.exec.state.ttl"
 UNITS_MS = {"ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
             "second": 1000, "seconds": 1000, "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000,
             "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
@@ -75,7 +75,7 @@ class RegularJoin:
 
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
         keys = key_names(len(join.join_key))
-        ttl = parse_duration(ctx.properties.get(TTL_PROPERTY))
+        ttl = parse_duration(ctx.properties.get(STATE_TTL))
         sides = []
         for side, df, node, join_side in ((LEFT, left, join.left, join.left_side), (RIGHT, right, join.right, join.right_side)):
             tagged = tag_side(df, side, join_side, keys, node)
@@ -116,7 +116,7 @@ def parse_duration(text) -> int | None:
     number = raw.rstrip("abcdefghijklmnopqrstuvwxyz ").strip()
     unit = raw[len(number):].strip() or "ms"
     if unit not in UNITS_MS or not number.replace(".", "", 1).isdigit():
-        raise StatementError(f"SET '{TTL_PROPERTY}' = '{text}': expected a duration such as '1 h', '10 min' or '30 s'",
+        raise StatementError(f"SET '{STATE_TTL}' = '{text}': expected a duration such as '1 h', '10 min' or '30 s'",
                              rule="state-ttl")
     return int(float(number) * UNITS_MS[unit])
 

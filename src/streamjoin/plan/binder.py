@@ -7,17 +7,18 @@ physical ids here; later stages never look at names again.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Callable, Optional
 
 from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .group_windows import auxiliary, group_window, ksql_window, new_window, window_bounds, with_window_columns
+from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
+from .inference import infer_source
 from .nodes import (
     EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
-    naming_style, walk,
+    declared_by, naming_style, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
@@ -34,8 +35,9 @@ def _qualified_rowtimes(select: ast.Select) -> frozenset:
 
 
 class Binder:
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, sample_topic: Optional[Callable[[str], list]] = None):
         self.catalog = catalog
+        self.sample_topic = sample_topic  # topic -> its first (key, value) records, for ``inferred``
         self._own_rowtimes: frozenset = frozenset()  # the SELECT being bound: inputs whose alias.ROWTIME it reads
         self.plain_select = True  # the SELECT being bound is no SELECT STREAM / SELECT TABLE (Lenses, SQLstream)
 
@@ -53,6 +55,12 @@ class Binder:
             self._own_rowtimes, self.plain_select = outer_rowtimes, outer_plain
         node = scope.node
         style = style or naming_style(node)
+        if style != "flink" and select.time_window is None:  # Lenses: GROUP BY tumble(1,m), ...
+            window, group_by = lenses_group_window(select.group_by)
+            if window is not None and not group_by:
+                raise StatementError("GROUP BY needs a column beside its window", rule="time-window", pos=window.pos)
+            if window is not None:
+                select = replace(select, time_window=window, group_by=group_by)
         if isinstance(select.from_, ast.Join):
             _check_windowed_inputs(node, select.from_)
         if select.where is not None:
@@ -159,12 +167,19 @@ class Binder:
 
     def _bind_relation(self, rel: ast.Relation, windows: dict) -> PlanNode:
         target = self.catalog.lookup(rel.name)
+        if target is None and not self.plain_select:  # Lenses: a topic no statement declared
+            target = self.inferred(rel.name)
         alias = rel.alias.text if rel.alias else rel.name.text
         window = rel.window
         if rel.window_name is not None:
             window = windows.get(rel.window_name.text.casefold())
             if window is None:
                 raise StatementError(f"unknown window {rel.window_name.text}", rule="unknown-window", pos=rel.window_name.pos)
+        if rel.event_time is not None and not isinstance(target, SourceInfo):
+            raise StatementError("EVENTTIME BY reads a field of a topic's records: write it in the FROM of the view's "
+                                 "own query", rule="event-time", pos=rel.event_time.pos)
+        if rel.event_time is not None:
+            target = replace(target, timestamp_column=self._event_time_column(target, alias, rel.event_time))
         if isinstance(target, ViewInfo):
             node, _ = self.bind_select(target.query)
             renamed = dict(zip([f.id for f in node.fields if not f.hidden], target.columns))
@@ -186,7 +201,35 @@ class Binder:
         if isinstance(target, TemporalFunction):
             raise StatementError(f"{target.name} is a temporal table function: use LATERAL TABLE ({target.name}(time))",
                                  rule="function-as-relation", pos=rel.pos)
-        raise StatementError(f"unknown stream or table {rel.name.text}", rule="unknown-source", pos=rel.name.pos)
+        hint = "" if self.plain_select else (f": no statement declares it, and there is no topic {rel.name.text} with "
+                                             "records to infer its schema from")
+        raise StatementError(f"unknown stream or table {rel.name.text}{hint}", rule="unknown-source", pos=rel.name.pos)
+
+    def inferred(self, name: ast.Ident) -> Optional[SourceInfo]:
+        """The undeclared topic ``name`` as a stream with the schema its records imply (``plan.inference``),
+        added to the catalog; None when there is no such topic or it holds no record yet."""
+        records = self.sample_topic(name.text) if self.sample_topic is not None else []
+        if not records:
+            return None
+        source = infer_source(name.text, name.text, records)
+        self.catalog.add_source(source, pos=name.pos)
+        return source
+
+    def _event_time_column(self, source: SourceInfo, alias: str, expr: ast.Expr) -> str:
+        """Lenses ``EVENTTIME BY field``: the value or key column (``_key``, ``_key.f``: epoch milliseconds, or a
+        timestamp) whose value is each record's time instead of the record's own timestamp, for the query's
+        clock, windows and joins."""
+        scan = self.scan(source, alias)
+        bound = self.bind_expr(expr, Scope.of(scan, alias))
+        scan_fields = {f.id: f.name for f in scan.fields}
+        column = source.column(scan_fields[bound.id]) if isinstance(bound, Ref) and bound.id in scan_fields else None
+        if column is None or column.origin not in ("key", "value"):
+            raise StatementError("EVENTTIME BY takes a field of the record's key or value, not an expression",
+                                 rule="event-time", pos=expr.pos)
+        if column.type not in ("int", "bigint") and not column.type.startswith("timestamp"):
+            raise StatementError(f"EVENTTIME BY {column.name}: the field must hold epoch milliseconds (INT or LONG) or "
+                                 f"a TIMESTAMP, not {column.type.upper()}", rule="event-time", pos=expr.pos)
+        return column.name
 
     def scan(self, source: SourceInfo, alias: str, window=None, system_time=None) -> Scan:
         table_keys = {k.casefold() for k in source.key_columns} if source.kind == "TABLE" else set()
@@ -274,10 +317,16 @@ class Binder:
         candidates: list[tuple[int, int, int]] = []  # (key position, rank, item index)
         used_names: set[str] = set()
         generated = GeneratedNames(f.name for f in scope.node.fields if not f.hidden)
+        as_written = declared_by(scope.node, "lenses")  # Lenses keeps every name as written, an alias too
         for index, item in enumerate(items):
             bound = item[2] if len(item) == 3 else False
             expr = item[0] if bound else self.bind_expr(item[0], scope)
-            name = self._output_name(item[0], item[1], style, index, generated)
+            alias = item[1]
+            if as_written and alias is None and isinstance(item[0], ast.Column):
+                alias = item[0].name
+            if as_written and isinstance(alias, ast.Ident):
+                alias = replace(alias, quoted=True)
+            name = self._output_name(item[0], alias, style, index, generated)
             if name.casefold() in used_names:
                 raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
                                      pos=getattr(item[0], "pos", None))

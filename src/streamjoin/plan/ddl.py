@@ -106,7 +106,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
 
 LENSES_KEY_FORMATS = {"STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA", "DOUBLE": "KAFKA", "FLOAT": "KAFKA",
                       "BYTES": "KAFKA", "JSON": "JSON"}
-LENSES_VALUE_FORMATS = {"JSON": "JSON", "AVRO": "AVRO"}
+LENSES_VALUE_FORMATS = {"JSON": "JSON", "AVRO": "AVRO", "STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA",
+                        "DOUBLE": "KAFKA", "FLOAT": "KAFKA"}
 
 
 def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
@@ -114,7 +115,8 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
     topic ``t`` as written, a stream of records (a query reads it as a table through ``SELECT TABLE``).
     Names keep their case (JSON fields are matched as written). ``_key T`` is the record key, one column
     named ``_key``; ``_key.f T`` fields of a structured key, each a key column ``f``; a dotted value name
-    ``b.c`` is field ``c`` of a struct column ``b``."""
+    ``b.c`` is field ``c`` of a struct column ``b``; ``_value T`` a value that is one primitive (a column
+    ``_value``): text in a primitive value format (STRING, INT, ...), a bare JSON value in JSON."""
     key_format = _lenses_format(stmt.formats[0], LENSES_KEY_FORMATS, "key", stmt.pos)
     value_format = _lenses_format(stmt.formats[1], LENSES_VALUE_FORMATS, "value", stmt.pos)
     props = properties_dict(stmt.properties)
@@ -127,7 +129,7 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
                 raise StatementError(f"{'.'.join(path)}: a key field may not be nested deeper", rule="lenses-key-field", pos=col.pos)
             columns.append(ColumnInfo(path[-1], spark_type(col.type), "key"))
         elif path[0].casefold() == "_value" and len(path) == 1:
-            raise StatementError("a primitive _value is not supported yet: declare the value's fields", rule="value-format", pos=col.pos)
+            columns.append(ColumnInfo("_value", spark_type(col.type), "value"))
         else:
             path = path[1:] if path[0].casefold() == "_value" else path
             if len(path) > 2:
@@ -145,6 +147,15 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
     key_columns = tuple(c.name for c in columns if c.origin == "key")
     if len(key_columns) > 1 or (key_columns and key_columns[0] != "_key"):
         key_format = "JSON"  # fields of a structured key
+    values = [c.name for c in columns if c.origin == "value"]
+    if "_value" in values and len(values) > 1:
+        raise StatementError("_value is the whole value: declare it alone, or the value's fields without it",
+                             rule="value-format", pos=stmt.pos)
+    if value_format == "KAFKA" and values != ["_value"]:
+        raise StatementError(f"value format {stmt.formats[1].upper()} holds one primitive: declare it as _value "
+                             f"{stmt.formats[1].upper()}", rule="value-format", pos=stmt.pos)
+    if values == ["_value"] and value_format == "JSON":
+        props["wrap_single_value"] = "false"  # the value is that JSON value itself (``lower.decode.unwrapped_value``)
     props["lenses.key.format"] = stmt.formats[0].upper()  # as declared: STRING and INT keys differ in Lenses
     return SourceInfo(
         name=name, kind="STREAM", topic=stmt.name.text, columns=tuple(columns), key_columns=key_columns,

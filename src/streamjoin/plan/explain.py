@@ -5,15 +5,20 @@ from typing import Callable, Optional
 
 from .catalog import SourceInfo
 from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
+from .inference import is_inferred
+from .settings import setting_notes
 
 
-def explain_text(plan: PlanNode, state_of: Optional[Callable] = None) -> str:
+def explain_text(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None) -> str:
     """The plan as text; ``state_of(node)`` (``lower.operator_table.declared_state``), when given, says what
-    each stateful operator keeps."""
+    each stateful operator keeps; ``settings``, the script's SETs, what each does here."""
     lines = ["Logical plan:"]
     _tree(plan, 1, lines)
     lines.append("Physical plan:")
     lines.extend("  " + line for line in _physical(plan, state_of or (lambda node: None)))
+    if settings:
+        lines.append("Settings:")
+        lines.extend("  " + line for line in setting_notes(settings))
     return "\n".join(lines)
 
 
@@ -55,7 +60,7 @@ def describe_text(info: SourceInfo) -> str:
         lines.append(f"Timestamp column: {info.timestamp_column}")
     if info.watermark_delay_ms is not None:
         lines.append(f"Watermark delay: {info.watermark_delay_ms} ms")
-    lines.append("Columns:")
+    lines.append("Columns (inferred from the topic's records):" if is_inferred(info) else "Columns:")
     for c in info.columns:
         tag = " (key)" if c.name in info.key_columns else ""
         null = "" if c.nullable else " NOT NULL"

@@ -89,6 +89,9 @@ def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> 
     ``RewrittenAnalysis``). Its columns are ``WINDOWSTART`` and ``WINDOWEND`` (ms)."""
     if node.kind != "STREAM":
         raise StatementError("Windowing not supported for table aggregations.", rule="table-window", pos=clause.pos)
+    if clause.kind == "SLIDING":
+        raise StatementError("SLIDING windows are not supported yet (TUMBLE, HOP and SESSION are; issue #31)",
+                             rule="time-window", pos=clause.pos)
     if clause.kind == "SESSION" and emit == "FINAL":
         raise StatementError("WINDOW SESSION with EMIT FINAL is not supported yet (EMIT CHANGES is; issue #25)",
                              rule="session-window", pos=clause.pos)
@@ -119,6 +122,44 @@ def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> 
     retention = clause.retention_ms if clause.retention_ms is not None else size + grace
     return GroupWindow(clause.kind, None, size, advance, 0, start, end, None, grace_ms=grace, emit=emit or "CHANGES",
                        retention_ms=retention)
+
+
+LENSES_WINDOWS = {"TUMBLE": "TUMBLING", "HOP": "HOPPING", "SESSION": "SESSION", "SLIDING": "SLIDING"}
+LENSES_UNITS = {"MS": 1, "S": 1000, "M": 60_000, "H": 3_600_000, "D": 86_400_000}
+
+
+def lenses_group_window(group_by: tuple) -> tuple[Optional[ast.TimeWindow], tuple]:
+    """Lenses' older window syntax, a window among the GROUP BY expressions — ``tumble(1,m)``, ``HOP(5,m,1,m)``
+    (size, then advance), ``SESSION(10,m)``, ``SLIDING(1,m)`` — as the ``WINDOW BY`` clause it stands for, and
+    the other expressions. Units: ms, s, m, h, d."""
+    calls = [e for e in group_by if isinstance(e, ast.Call) and e.name in LENSES_WINDOWS and _lenses_amounts(e)]
+    if not calls:
+        return None, group_by
+    if len(calls) > 1:
+        raise StatementError("GROUP BY takes one window", rule="time-window", pos=calls[1].pos)
+    call = calls[0]
+    amounts = _lenses_amounts(call)
+    kind = LENSES_WINDOWS[call.name]
+    if len(amounts) != (2 if kind == "HOPPING" else 1):
+        shape = "HOP(size, unit, advance, unit)" if kind == "HOPPING" else f"{call.name}(amount, unit)"
+        raise StatementError(f"{call.name} takes {shape}, with a unit among ms, s, m, h, d", rule="time-window",
+                             pos=call.pos)
+    window = ast.TimeWindow(kind, amounts[0], amounts[1] if kind == "HOPPING" else None, pos=call.pos)
+    return window, tuple(e for e in group_by if e is not call)
+
+
+def _lenses_amounts(call: ast.Call) -> list[int]:
+    """``call``'s (amount, unit) argument pairs in ms; empty when its arguments are not such pairs."""
+    args = call.args
+    if not args or len(args) % 2:
+        return []
+    amounts = []
+    for amount, unit in zip(args[::2], args[1::2]):
+        if not (isinstance(amount, ast.Literal) and amount.kind == "integer" and isinstance(unit, ast.Column)
+                and unit.qualifier is None and unit.name.text.upper() in LENSES_UNITS):
+            return []
+        amounts.append(amount.value * LENSES_UNITS[unit.name.text.upper()])
+    return amounts
 
 
 def window_bounds(e: ast.Expr, window: Optional[GroupWindow], clause: str) -> ast.Expr:

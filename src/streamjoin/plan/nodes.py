@@ -72,7 +72,8 @@ class Scan(PlanNode):
 
     def describe(self) -> str:
         extra = f" OVER {_window_text(self.window)}" if self.window else ""
-        return f"Scan {self.source.kind.lower()} {self.source.name} AS {self.alias} (topic {self.source.topic}){extra}"
+        time = f", time from {self.source.timestamp_column}" if self.source.timestamp_column else ""
+        return f"Scan {self.source.kind.lower()} {self.source.name} AS {self.alias} (topic {self.source.topic}{time}){extra}"
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,56 @@
-"""Settings a script chooses with ``SET 'name' = 'value'`` that change how its queries run, checked when the
-SET statement is planned so a bad value is refused before any query starts."""
+"""Settings a script chooses with ``SET name = value``: the one list of those streamjoin reads, what each
+means here, and those of the four systems it accepts and ignores. A bad value of a setting it reads is refused
+when the SET statement is planned, before any query starts; EXPLAIN says what every SET of a script does
+(``setting_notes``).
+"""
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 TRIGGER_INTERVAL = "streamjoin.trigger.interval"  # how often a query starts a micro-batch (like commit.interval.ms)
 COMMIT_INTERVAL = "commit.interval.ms"  # ksqlDB's and Lenses' own setting: the same cadence, in ms
 REMATCH_RETENTION = "streamjoin.lenses.rematch.retention"  # how long a Lenses padded record waits for its table row
+BUCKETS = "streamjoin.buckets"  # how many hash buckets a query's operator state is split into
+INGESTION_ORDER = "streamjoin.ingestion.order"  # Kafka: merge partitions by 'timestamp' (default) or 'produced'
+DATA_LOSS = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed records are gone is read again
+OFFSET_RESET = "auto.offset.reset"  # where a query without a checkpoint starts: 'earliest' (default) or 'latest'
+STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an idle key's rows
+SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
+
+READ = {  # what each setting streamjoin reads does here
+    TRIGGER_INTERVAL: "the micro-batch cadence",
+    COMMIT_INTERVAL: "the micro-batch cadence (ms)",
+    REMATCH_RETENTION: "how long a Lenses LEFT join's padded record waits for its table row",
+    BUCKETS: "the number of hash buckets operator state is split into (kept in each query's checkpoint)",
+    INGESTION_ORDER: "how a Kafka source merges its partitions: by record timestamp or produce order",
+    DATA_LOSS: "whether a Kafka query stops when records its checkpoint expects were deleted",
+    OFFSET_RESET: "where a query without a checkpoint starts reading its inputs: earliest or latest",
+    STATE_TTL: "how long a Flink regular join keeps the rows of a key with no change",
+    "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
+    "bootstrap.servers": "the Kafka broker the script's topics are on",
+    **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},
+}
+
+IGNORED = (  # (name, or prefix ending in '.'; why it changes nothing here)
+    ("defaults.topic.autocreate", "a topic an INSERT INTO writes is always created when missing"),
+    ("autocreate", "a topic an INSERT INTO writes is always created when missing"),
+    ("defaults.topic.replication", "topics are created with the broker's default replication"),
+    ("replication", "topics are created with the broker's default replication"),
+    ("defaults.topic.", "topic configurations are left to the broker"),
+    ("topic.", "topic configurations are left to the broker"),
+    ("processing.guarantee", "every query writes exactly once per micro-batch"),
+    ("enable.auto.commit", "offsets are kept in each query's checkpoint, not committed to Kafka"),
+    ("cache.max.bytes.buffering", "no record cache: every update is written"),
+    ("ksql.streams.", "Kafka Streams settings: queries run on Spark"),
+    ("ksql.", "ksqlDB server settings"),
+    ("execution.", "Flink job settings: queries run on Spark"),
+    ("parallelism.default", "Spark's parallelism applies"),
+    ("pipeline.", "Flink job settings: queries run on Spark"),
+    ("table.", "Flink planner settings"),
+    ("sql-client.", "Flink SQL client settings"),
+)
+
 
 _UNITS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
           "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
@@ -24,8 +68,36 @@ def interval_ms(text: str) -> int:
 
 def check_setting(name: str, value: str) -> None:
     """Raise ValueError when ``value`` is not a valid value of the setting ``name``."""
-    if name.lower() in (TRIGGER_INTERVAL, COMMIT_INTERVAL, REMATCH_RETENTION):
+    name = name.lower()
+    if name in (TRIGGER_INTERVAL, COMMIT_INTERVAL, REMATCH_RETENTION):
         interval_ms(value)
+    if name == OFFSET_RESET and str(value).lower() not in ("earliest", "latest"):
+        raise ValueError(f"'{value}' is not 'earliest' or 'latest'")
+    if name in SINK_PARTITIONS + (BUCKETS,) and not (str(value).isdigit() and int(value) >= 1):
+        raise ValueError(f"'{value}' is not a positive whole number")
+
+
+def setting_note(name: str) -> str:
+    """What ``SET name = ...`` does here: what streamjoin reads it for, or why it is ignored."""
+    lowered = name.lower()
+    read = {known.lower(): meaning for known, meaning in READ.items()}
+    if lowered in read:
+        return read[lowered]
+    for known, why in IGNORED:
+        if lowered == known or (known.endswith(".") and lowered.startswith(known)):
+            return f"ignored: {why}"
+    return "ignored: not a setting streamjoin reads"
+
+
+def setting_notes(properties: dict) -> list[str]:
+    """One line per setting a script SET: its value and what it does here."""
+    return [f"{name} = {value}: {setting_note(name)}" for name, value in properties.items()]
+
+
+def sink_partitions(properties: dict) -> Optional[int]:
+    """The partition count a Lenses script sets for the topics its INSERT INTO statements create, if any."""
+    value = next((properties[name] for name in SINK_PARTITIONS if name in properties), None)
+    return int(value) if value is not None else None
 
 
 def trigger_interval(properties: dict) -> "str | None":

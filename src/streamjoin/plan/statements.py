@@ -5,7 +5,7 @@ Planning never touches Spark, so a whole script is planned (and validated) befor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from ..errors import StatementError
 from ..sql import ast
@@ -17,7 +17,7 @@ from .ddl import (
     value_format_of,
 )
 from .scope import restart_ids
-from .settings import check_setting
+from .settings import check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, walk
 from .values import values_records
 
@@ -53,9 +53,12 @@ class Operators(Protocol):
 
 
 class StatementPlanner:
-    def __init__(self, catalog: Catalog, *, operators: Optional[Operators] = None):
+    def __init__(self, catalog: Catalog, *, operators: Optional[Operators] = None,
+                 sample_topic: Optional[Callable[[str], list]] = None):
+        """``sample_topic(topic)``: the topic's first (key, value) records, for a Lenses query over a topic no
+        statement declares (``plan.inference``); without it such a query is refused."""
         self.catalog = catalog
-        self.binder = Binder(catalog)
+        self.binder = Binder(catalog, sample_topic)
         self.operators = operators
         self._query_count = 0  # transient queries, numbered
         self._inserts: dict[str, int] = {}  # sink -> INSERT INTO queries planned into it
@@ -135,12 +138,12 @@ class StatementPlanner:
             from .explain import explain_text
 
             state_of = self.operators.declared_state if self.operators is not None else None
-            text = explain_text(inner.query.plan, state_of) if inner.query else f"{type(stmt.statement).__name__}: no query"
+            text = explain_text(inner.query.plan, state_of, self.catalog.properties) if inner.query else f"{type(stmt.statement).__name__}: no query"
             return PlannedStatement(item, query=None, output=text)
         if isinstance(stmt, ast.Describe):
             from .explain import describe_text
 
-            info = self.catalog.source(stmt.name)
+            info = self.catalog.source(stmt.name) or self.binder.inferred(stmt.name)
             if info is None:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, output=describe_text(info))
@@ -163,6 +166,8 @@ class StatementPlanner:
             props["key_format"] = LENSES_KEY_FORMATS.get(stmt.key_format.upper(), stmt.key_format)
         if stmt.value_format:
             props["value_format"] = LENSES_VALUE_FORMATS.get(stmt.value_format.upper(), stmt.value_format)
+        if sink_partitions(self.catalog.properties) is not None:  # Lenses: SET defaults.topic.partitions
+            props["partitions"] = sink_partitions(self.catalog.properties)
         columns = tuple(".".join(p.text for p in path) for path in stmt.columns)
         return self._persistent(item, stmt.query, stmt.target, None, props, create=False, columns=columns,
                                 query_id=query_id)
@@ -201,11 +206,12 @@ class StatementPlanner:
         if existing is not None:
             target = existing
         else:
-            formats = _inherited_formats(plan, style)
+            columns_out = _columns_of(plan, keys_in_value)
+            formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]))
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
-                columns=_columns_of(plan, keys_in_value), key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
+                columns=columns_out, key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
                 key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
@@ -267,16 +273,20 @@ def _with_fields(plan: PlanNode, change) -> PlanNode:
     return replace(plan, fields=fields)
 
 
-def _inherited_formats(plan: PlanNode, style: str) -> tuple[str | None, str]:
+def _inherited_formats(plan: PlanNode, style: str, value_columns: int) -> tuple[str | None, str]:
     """The (key, value) formats a new sink takes when its statement names none: ksqlDB's are those of the
     query's left-most source (a DELIMITED stream's result stays DELIMITED); Flink's KAFKA key and JSON
-    value."""
+    value. A primitive value format (KAFKA: a Lenses ``_value STRING``) is kept only for a result of one
+    value column; a record is written as JSON."""
     source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
     if style == "flink" or source is None or source.bounded_path or source.changelog_format:
         return "KAFKA", "JSON"
+    value_format = source.value_format
+    if value_format == "KAFKA" and value_columns > 1:
+        value_format = "JSON"
     if isinstance(plan, Project) and isinstance(plan.input, Repartition) and plan.input.reason == "AS _key":
-        return "KAFKA", source.value_format  # Lenses writes the new key as the primitive it is
-    return source.key_format, source.value_format
+        return "KAFKA", value_format  # Lenses writes the new key as the primitive it is
+    return source.key_format, value_format
 
 
 def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:

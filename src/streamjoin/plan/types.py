@@ -5,7 +5,7 @@ from ..errors import StatementError
 from ..sql.ast import TypeName
 
 _SCALARS = {
-    "INT": "int", "INTEGER": "int", "SMALLINT": "smallint", "TINYINT": "tinyint", "BIGINT": "bigint",
+    "INT": "int", "INTEGER": "int", "SMALLINT": "smallint", "TINYINT": "tinyint", "BIGINT": "bigint", "LONG": "bigint",
     "DOUBLE": "double", "FLOAT": "double", "REAL": "float", "BOOLEAN": "boolean", "BOOL": "boolean",
     "STRING": "string", "VARCHAR": "string", "CHAR": "string", "TEXT": "string", "BYTES": "binary",
     "DATE": "date", "TIME": "string", "TIMESTAMP": "timestamp", "TIMESTAMP_LTZ": "timestamp",

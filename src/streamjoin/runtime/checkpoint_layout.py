@@ -20,8 +20,8 @@ import json
 from pyspark.sql import SparkSession
 
 from ..errors import StreamjoinError
+from ..plan.settings import BUCKETS
 
-BUCKETS_PROPERTY = "streamjoin.buckets"
 FILE = "layout.json"
 BUCKETS_PER_CORE = 4  # several buckets a task: a slow bucket does not hold a whole core's share of the batch
 
@@ -34,19 +34,19 @@ def state_buckets(spark: SparkSession, query_id: str, checkpoint: str, propertie
     """The bucket count ``query_id`` runs with: its checkpoint's; else ``SET 'streamjoin.buckets'``; else
     ``BUCKETS_PER_CORE`` per unit of Spark's default parallelism. A SET count that differs from the
     checkpoint's is refused."""
-    asked = properties.get(BUCKETS_PROPERTY)
+    asked = properties.get(BUCKETS)
     saved = _read(spark, checkpoint)
     if saved is not None:
         if asked is not None and int(asked) != saved["buckets"]:
             raise LayoutMismatch(
                 f"query {query_id}: its checkpoint ({checkpoint}) keeps operator state in {saved['buckets']} "
-                f"buckets, and SET '{BUCKETS_PROPERTY}' = '{asked}' would look for each key in another bucket. "
+                f"buckets, and SET '{BUCKETS}' = '{asked}' would look for each key in another bucket. "
                 f"Set it to {saved['buckets']} (or remove the SET), or delete the checkpoint to run the query "
                 f"from the start.")
         return saved["buckets"]
     if asked is not None:
         if int(asked) < 1:
-            raise LayoutMismatch(f"SET '{BUCKETS_PROPERTY}' = '{asked}': the bucket count must be at least 1")
+            raise LayoutMismatch(f"SET '{BUCKETS}' = '{asked}': the bucket count must be at least 1")
         return int(asked)
     return BUCKETS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
 

@@ -30,7 +30,8 @@ from ..lower.sink import value_writer, encode
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
-from ..plan.settings import interval_ms, trigger_interval
+from ..plan.inference import first_pairs
+from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, interval_ms, trigger_interval
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import sink_function
@@ -39,8 +40,6 @@ from .observed_drops import ObservedDrops
 from .session import register_sources
 
 DEFAULT_HOME = ".streamjoin"
-ORDER_PROPERTY = "streamjoin.ingestion.order"  # 'timestamp' (default) or 'produced' (Kafka sources)
-DATA_LOSS_PROPERTY = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed records are gone is read again
 
 
 @dataclass
@@ -108,11 +107,15 @@ class Engine:
         if bootstrap and getattr(self.store, "bootstrap", None) != bootstrap:
             self.store = KafkaTopics(bootstrap)
 
+    def _sample(self, topic: str) -> list:
+        """The first (key, value) records of ``topic`` (none when there is no such topic), to infer its schema."""
+        return first_pairs(self.store, topic)
+
     # ------------------------------------------------------------------ public API
 
     def plan(self, sql: str) -> list[PlannedStatement]:
         """Parse, bind and validate a script against a copy of the catalog; nothing is started."""
-        planner = StatementPlanner(_copy(self.catalog), operators=operator_table)
+        planner = StatementPlanner(_copy(self.catalog), operators=operator_table, sample_topic=self._sample)
         return [planner.plan(item) for item in parse_script(sql)]
 
     def execute(self, sql: str, *, start: bool = True) -> list[RunningQuery]:
@@ -121,7 +124,7 @@ class Engine:
         With ``start=False`` the queries wait in ``pending`` until ``start_pending()`` (the conformance
         runner produces a case's inputs in between)."""
         self._check(sql)  # refuse before any side effect
-        planner = StatementPlanner(self.catalog, operators=operator_table)
+        planner = StatementPlanner(self.catalog, operators=operator_table, sample_topic=self._sample)
         started = []
         for item in parse_script(sql):
             planned = planner.plan(item)
@@ -167,7 +170,7 @@ class Engine:
         """Plan ``sql`` against a copy of the catalog, and check each query's checkpoint: layout, fingerprint, and
         that no query of that id runs already."""
         catalog = _copy(self.catalog)
-        planner = StatementPlanner(catalog, operators=operator_table)
+        planner = StatementPlanner(catalog, operators=operator_table, sample_topic=self._sample)
         running = {q.query_id for q in self.queries}
         for item in parse_script(sql):
             planned = planner.plan(item).query
@@ -201,7 +204,7 @@ class Engine:
             elif planned.query:
                 from ..plan.explain import explain_text
 
-                texts.append(explain_text(planned.query.plan, operator_table.declared_state))
+                texts.append(explain_text(planned.query.plan, operator_table.declared_state, self.catalog.properties))
         return "\n\n".join(texts)
 
     def dataframe(self, query: RunningQuery | str) -> DataFrame:
@@ -242,9 +245,11 @@ class Engine:
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
         save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
         bootstrap = getattr(self.store, "bootstrap", None)
+        properties = self.catalog.properties
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
-                                ingestion_order=self.catalog.properties.get(ORDER_PROPERTY, "timestamp"),
-                                fail_on_data_loss=self.catalog.properties.get(DATA_LOSS_PROPERTY, "true").lower() != "false")
+                                starting_offsets=str(properties.get(OFFSET_RESET, "earliest")).lower(),
+                                ingestion_order=properties.get(INGESTION_ORDER, "timestamp"),
+                                fail_on_data_loss=properties.get(DATA_LOSS, "true").lower() != "false")
         dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
         letters: list[DeadLetters] = []  # one per scan, made while lowering
 

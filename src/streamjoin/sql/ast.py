@@ -285,7 +285,8 @@ class FromItem:
 @dataclass(frozen=True)
 class Relation(FromItem):
     """A named stream/table/view, optionally with an alias, an OVER window (inline ``window`` or the name of
-    a WINDOW-clause window in ``window_name``) and a temporal clause ``FOR SYSTEM_TIME AS OF expr``."""
+    a WINDOW-clause window in ``window_name``), a temporal clause ``FOR SYSTEM_TIME AS OF expr`` and Lenses'
+    ``EVENTTIME BY expr``."""
 
     name: Ident
     alias: Optional[Ident] = None
@@ -293,6 +294,7 @@ class Relation(FromItem):
     window_name: Optional[Ident] = None
     system_time: Optional[Expr] = None
     pos: Pos = _pos()
+    event_time: Optional[Expr] = None  # Lenses ``EVENTTIME BY expr``: the field records take their time from
 
 
 @dataclass(frozen=True)

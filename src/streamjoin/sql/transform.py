@@ -8,6 +8,7 @@ which the parser reports as a ``SqlSyntaxError``.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple, Optional
 
@@ -399,6 +400,26 @@ class AstBuilder(Transformer):
     def window_gap(self, meta, d):
         return "gap", d
 
+    def lenses_time_window(self, meta, window, grace):
+        kind, size, advance = window
+        return "time_window", ast.TimeWindow(kind, size, advance, None, grace.millis if grace else None,
+                                             pos=self._pos(meta))
+
+    def lenses_tumble(self, meta, size):
+        return "TUMBLING", size.millis, None
+
+    def lenses_hop(self, meta, size, advance):
+        return "HOPPING", size.millis, advance.millis
+
+    def lenses_session(self, meta, gap):
+        return "SESSION", gap.millis, None
+
+    def lenses_sliding(self, meta, size):
+        return "SLIDING", size.millis, None
+
+    def lenses_grace(self, meta, d):
+        return d
+
     def partition_clause(self, meta, exprs):
         return "partition_by", exprs
 
@@ -406,6 +427,12 @@ class AstBuilder(Transformer):
         return "emit", kind.upper()
 
     # ------------------------------------------------------------ FROM
+
+    def join_within_after(self, meta, left, join_op, right, within, condition, within_after):
+        """Lenses writes WITHIN after ON (its seed example writes it on both sides of ON): one window."""
+        if within is not None and within != replace(within_after, pos=within.pos):
+            raise self._invalid("the join has two different WITHIN windows", meta)
+        return self.join(meta, left, join_op, right, within_after, condition)
 
     def join(self, meta, left, join_op, right, within, condition):
         kind, natural = join_op
@@ -445,7 +472,7 @@ class AstBuilder(Transformer):
     def lateral_table(self, meta, call, alias, column_aliases):
         return ast.LateralTable(call, alias, column_aliases or (), pos=self._pos(meta))
 
-    def relation(self, meta, name, over, system_time, alias, over_after_alias):
+    def relation(self, meta, name, over, system_time, alias, over_after_alias, event_time):
         if over is not None and over_after_alias is not None:
             raise self._invalid("more than one OVER clause", meta)
         window = over if over is not None else over_after_alias
@@ -453,8 +480,11 @@ class AstBuilder(Transformer):
             name, alias,
             window=window if isinstance(window, ast.WindowSpec) else None,
             window_name=window if isinstance(window, ast.Ident) else None,
-            system_time=system_time, pos=self._pos(meta),
+            system_time=system_time, pos=self._pos(meta), event_time=event_time,
         )
+
+    def eventtime_by(self, meta, expr):
+        return expr
 
     def over_name(self, meta, name):
         return name

@@ -42,6 +42,19 @@ def validate(plan: PlanNode) -> None:
                 raise StatementError(message, rule=name, pos=join.pos)
     _check_static_tables(plan, joins)
     _check_kafka_value_grouping(plan)
+    _check_event_times(plan)
+
+
+def _check_event_times(plan: PlanNode) -> None:
+    """The query's clock reads each topic's records once: two inputs over one topic must take their time from
+    the same field (a Lenses ``EVENTTIME BY`` on one of them only would give the topic two times)."""
+    times: dict = {}
+    for scan in (n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path):
+        seen = times.setdefault(scan.source.topic, scan.source.timestamp_column)
+        if seen != scan.source.timestamp_column:
+            fields = " and ".join(f or "the record's timestamp" for f in (seen, scan.source.timestamp_column))
+            raise StatementError(f"topic {scan.source.topic} is read twice with different record times ({fields}): "
+                                 "give both the same EVENTTIME BY", rule="event-time")
 
 
 def _check_kafka_value_grouping(plan: PlanNode) -> None:
