@@ -227,6 +227,8 @@ REFUSED = [
     ("ksqlDB's WINDOW over Flink tables",
      "INSERT INTO J SELECT id, COUNT(*) AS n FROM Orders WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;",
      "time-window", "GROUP BY TUMBLE"),
+    ("Lenses: STORE KEY AS a format keys are not written in", "INSERT INTO o STORE KEY AS AVRO SELECT STREAM player "
+     "FROM games;", "key-format", "key format AVRO is not supported"),
     ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "
      "GROUP BY player;", "time-window", "SLIDING windows are not supported yet"),
     ("Lenses: an older GROUP BY window without its unit pairs", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n "

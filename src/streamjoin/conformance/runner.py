@@ -26,8 +26,10 @@ from ..connectors.formats import encode_key, encode_value, value_as_json
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..plan.settings import INGESTION_ORDER
+from ..plan.catalog import Catalog
+from ..plan.statements import PlannedStatement, StatementPlanner
 from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, Engine
-from ..sql import SqlSyntaxError
+from ..sql import SqlSyntaxError, ast, parse_script
 from .cases import Case
 from .compare import actual_record, compare
 
@@ -103,13 +105,15 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
             if bootstrap:
                 topics = _case_topics(engine, sql, case)
                 _delete(engine.store, topics)
+            produced = _inputs_before_planning(engine, sql, case)
             engine.execute(sql, start=False)
         except (StreamjoinError, SqlSyntaxError) as err:
             return _refused(case, err, started)
         if case.expected_error is not None:
             return CaseResult(case, "fail", f"expected an error containing {case.expected_error!r}, but the statements ran",
                               time.monotonic() - started)
-        produce_inputs(engine.store, case.inputs, engine.catalog)
+        if not produced:
+            produce_inputs(engine.store, case.inputs, engine.catalog)
         engine.start_pending()
         engine.process_all_available()
         expected = [dict(o, topic=_output_topic(o["topic"], engine).casefold()) for o in case.outputs]
@@ -139,9 +143,37 @@ def _output_topic(named: str, engine: Engine) -> str:
 
 
 def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:
-    planned = engine.plan(sql)
+    try:
+        planned = engine.plan(sql)
+    except StreamjoinError:  # e.g. a Lenses query over a topic with no records yet: its declarations' topics
+        planned = _declarations(sql)[1]
     dead = engine.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
     return {p.created_topic[0] for p in planned if p.created_topic} | {i["topic"] for i in case.inputs} | {dead}
+
+
+def _declarations(sql: str) -> tuple[Catalog, list[PlannedStatement]]:
+    """The script's declarations alone (its CREATE STREAM/TABLE and schema statements), planned on a catalog of
+    their own."""
+    planner = StatementPlanner(Catalog())
+    planned = [planner.plan(item) for item in parse_script(sql)
+               if isinstance(item.statement, (ast.CreateSource, ast.CreateSchema, ast.SetSchema))]
+    return planner.catalog, planned
+
+
+def _inputs_before_planning(engine: Engine, sql: str, case: Case) -> bool:
+    """Produce the case's inputs before its script is planned when one of them goes to a topic no statement
+    declares: a Lenses query reads such a topic by the schema its records imply (``plan.inference``), so they
+    must be there first. The declared topics are created first, with their partitions. False (nothing done)
+    for every other case, whose inputs are produced after planning, in their declared formats."""
+    catalog, planned = _declarations(sql)
+    formats = _topic_formats(catalog)
+    if all(_input_topic(i["topic"], formats) in formats for i in case.inputs):
+        return False
+    for p in planned:
+        if p.created_topic:
+            engine.store.create(*p.created_topic)
+    produce_inputs(engine.store, case.inputs, catalog)
+    return True
 
 
 def _delete(store, topics) -> None:

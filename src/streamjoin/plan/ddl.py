@@ -117,8 +117,8 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
     named ``_key``; ``_key.f T`` fields of a structured key, each a key column ``f``; a dotted value name
     ``b.c`` is field ``c`` of a struct column ``b``; ``_value T`` a value that is one primitive (a column
     ``_value``): text in a primitive value format (STRING, INT, ...), a bare JSON value in JSON."""
-    key_format = _lenses_format(stmt.formats[0], LENSES_KEY_FORMATS, "key", stmt.pos)
-    value_format = _lenses_format(stmt.formats[1], LENSES_VALUE_FORMATS, "value", stmt.pos)
+    key_format = lenses_format(stmt.formats[0], LENSES_KEY_FORMATS, "key", stmt.pos)
+    value_format = lenses_format(stmt.formats[1], LENSES_VALUE_FORMATS, "value", stmt.pos)
     props = properties_dict(stmt.properties)
     columns: list[ColumnInfo] = []
     structs: dict[str, list[str]] = {}  # struct column -> its fields' Spark types, in order
@@ -169,7 +169,7 @@ def declared_key_format(source: SourceInfo) -> str:
     return str(dict(source.properties).get("lenses.key.format", source.key_format))
 
 
-def _lenses_format(written: str, known: dict, part: str, pos) -> str:
+def lenses_format(written: str, known: dict, part: str, pos) -> str:
     fmt = known.get(written.upper())
     if fmt is None:
         raise StatementError(f"{part} format {written} is not supported (use one of {', '.join(known)})",

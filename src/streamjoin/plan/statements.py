@@ -13,8 +13,8 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, properties_dict, source_from_ddl,
-    value_format_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, lenses_format, properties_dict,
+    source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
 from .settings import check_setting, sink_partitions
@@ -163,9 +163,9 @@ class StatementPlanner:
         statement creates."""
         props = {}
         if stmt.key_format:
-            props["key_format"] = LENSES_KEY_FORMATS.get(stmt.key_format.upper(), stmt.key_format)
+            props["key_format"] = lenses_format(stmt.key_format, LENSES_KEY_FORMATS, "key", stmt.pos)
         if stmt.value_format:
-            props["value_format"] = LENSES_VALUE_FORMATS.get(stmt.value_format.upper(), stmt.value_format)
+            props["value_format"] = lenses_format(stmt.value_format, LENSES_VALUE_FORMATS, "value", stmt.pos)
         if sink_partitions(self.catalog.properties) is not None:  # Lenses: SET defaults.topic.partitions
             props["partitions"] = sink_partitions(self.catalog.properties)
         columns = tuple(".".join(p.text for p in path) for path in stmt.columns)
