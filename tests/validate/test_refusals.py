@@ -227,6 +227,44 @@ REFUSED = [
     ("ksqlDB's WINDOW over Flink tables",
      "INSERT INTO J SELECT id, COUNT(*) AS n FROM Orders WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;",
      "time-window", "GROUP BY TUMBLE"),
+    # ---- ksqlDB's own refusals of a GROUP BY query, in its words and order (its AggregateAnalyzer, QueryValidator)
+    ("ksqlDB: an aggregate in GROUP BY", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V, 1 + SUM(X);",
+     "group-by-aggregate", "GROUP BY does not support aggregate functions: SUM is an aggregate function."),
+    ("ksqlDB: an aggregate inside an aggregate", "CREATE TABLE G AS SELECT V, SUM(COUNT(*)) AS N FROM L GROUP BY V;",
+     "nested-aggregate", "Aggregate functions can not be nested: SUM(COUNT(*))"),
+    ("ksqlDB: a GROUP BY expression twice", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V, L.V;",
+     "duplicate-group-by", "Duplicate GROUP BY expression: L.V"),
+    ("ksqlDB: GROUP BY without an aggregate, before a column it does not group",
+     "CREATE TABLE G AS SELECT V, X FROM L GROUP BY V;", "group-by-without-aggregate",
+     "GROUP BY requires aggregate functions in either the SELECT or HAVING clause."),
+    ("ksqlDB: SELECT expressions that are no GROUP BY expression, each listed whole",
+     "CREATE TABLE G AS SELECT X + 1, SUBSTRING(V, 1, 2), COUNT(*) AS N FROM L GROUP BY SUBSTRING(V, 1, 3);",
+     "non-grouped-column", "Non-aggregate SELECT expression(s) not part of GROUP BY: (X + 1), SUBSTRING(V, 1, 2)\n"
+     "Either add the column(s) to the GROUP BY"),
+    ("ksqlDB: a column beside an aggregate without GROUP BY, even windowed",
+     "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 MINUTE);", "non-grouped-column",
+     "Non-aggregate SELECT expression(s) not part of GROUP BY: V"),
+    ("ksqlDB: a HAVING column outside an aggregate", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V "
+     "HAVING X > 1;", "non-grouped-column", "Non-aggregate HAVING expression not part of GROUP BY: X"),
+    ("ksqlDB: an aggregate without GROUP BY", "CREATE TABLE G AS SELECT COUNT(*) AS N FROM L;",
+     "aggregate-without-group-by", "CREATE TABLE AS SELECT statement does not support aggregate function "
+     "[COUNT(ROWTIME)] without a GROUP BY clause."),
+    ("ksqlDB: the grouping expressions left out of the projection", "CREATE TABLE G AS SELECT COUNT(*) AS N FROM L "
+     "GROUP BY V, X;", "key-not-projected", "The query used to build `G` must include the grouping expressions V and "
+     "X in its projection (eg, SELECT V, X...)."),
+    ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
+     "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
+    ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
+     "no-value-columns", "The projection contains no value columns."),
+    ("ksqlDB: MIN and MAX of a table", "CREATE TABLE G AS SELECT V, MIN(X) AS A, MAX(X) AS B, COUNT(*) AS N FROM T "
+     "GROUP BY V;", "table-aggregate", "The aggregation functions MIN and MAX cannot be applied to a table source, "
+     "only to a stream source."),
+    ("ksqlDB: an unknown column, by clause", "CREATE STREAM W AS SELECT V FROM L WHERE BOB > 1;", "unknown-column",
+     "WHERE column 'BOB' cannot be resolved."),
+    ("ksqlDB: a function no system has", "CREATE TABLE G AS SELECT V, WONT_FIND_ME(X) FROM L GROUP BY V;",
+     "unknown-function", "Can't find any functions with the name 'WONT_FIND_ME'"),
+    ("Flink: a function no system has", "INSERT INTO J SELECT id, NO_SUCH_FN(x) FROM Orders;", "unknown-function",
+     "unknown function NO_SUCH_FN"),
     ("Lenses: STORE KEY AS a format keys are not written in", "INSERT INTO o STORE KEY AS AVRO SELECT STREAM player "
      "FROM games;", "key-format", "key format AVRO is not supported"),
     ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "
@@ -312,6 +350,11 @@ ACCEPTED = [
     "INSERT INTO cars (_key.plate, speed, sensor.id) VALUES (\"AB-1\", 50, \"s1\");"
     "INSERT INTO fast STORE KEY AS STRING VALUE AS JSON SELECT STREAM _key.plate AS plate, sensor.id AS sid FROM cars;",
     "INSERT INTO L (ROWTIME, ID, V) VALUES ('2019-03-30 05:03:30.000', 1, 'a'), (1000, -2, NULL);",
+    # ksqlDB GROUP BY as ksqlDB takes it; a Flink global aggregate; Spark's own functions by their names
+    "CREATE TABLE G AS SELECT V, COUNT(*) AS N, SUM(X) / COUNT(*) AS M FROM L GROUP BY V HAVING SUM(X) > 1;",
+    "CREATE TABLE G AS SELECT SUBSTRING(V, 1, 2) AS P, COUNT(*) AS N FROM L GROUP BY SUBSTRING(V, 1, 2);",
+    "INSERT INTO J SELECT COUNT(*) AS n FROM Orders;",
+    "CREATE STREAM W AS SELECT V, CONCAT_WS('-', V, V) AS VV, ABS(X) AS AX FROM L;",
     # Lenses' windows and event time
     "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games EVENTTIME BY startedAt WHERE score > 1 "
     "WINDOW BY HOP 5m,1m GRACE BY 10s GROUP BY player;",

@@ -5,6 +5,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ..errors import StatementError
+from ..plan.expressions import INTEGRAL, static_type
+from ..plan.functions import FUNCTIONS
 from ..plan.nodes import Ref
 from ..plan.types import spark_type
 from ..sql import ast
@@ -13,19 +15,6 @@ UNIT_MS = {
     "MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000, "WEEK": 604_800_000,
 }
 
-# dialect function name -> Spark SQL function name
-FUNCTIONS = {
-    "LEN": "length", "LENGTH": "length", "CHAR_LENGTH": "char_length", "CHARACTER_LENGTH": "char_length",
-    "SUBSTR": "substring", "SUBSTRING": "substring", "CONCAT": "concat", "COALESCE": "coalesce",
-    "IFNULL": "coalesce", "NVL": "coalesce", "UCASE": "upper", "UPPER": "upper", "LCASE": "lower",
-    "LOWER": "lower", "TRIM": "trim", "LTRIM": "ltrim", "RTRIM": "rtrim", "FLATTEN": "flatten",
-    "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil", "CEILING": "ceil", "SQRT": "sqrt",
-    "ARRAY_LENGTH": "size", "CARDINALITY": "size", "SIZE": "size", "REPLACE": "replace", "SPLIT": "split",
-    "MOD": "mod", "POWER": "power", "EXP": "exp", "LN": "ln", "SIGN": "sign", "GREATEST": "greatest",
-    "LEAST": "least", "INSTR": "instr", "LPAD": "lpad", "RPAD": "rpad", "REGEXP_REPLACE": "regexp_replace",
-    "ARRAY_CONTAINS": "array_contains", "EXPLODE": "explode", "NULLIF": "nullif", "INITCAP": "initcap",
-    "UNIX_TIMESTAMP": "unix_millis",
-}
 
 _BINARY = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
@@ -43,6 +32,11 @@ def compile_expr(e: ast.Expr) -> Column:
         return F.lit(e.value) if e.kind != "decimal" else F.lit(e.value).cast("decimal(38,10)")
     if isinstance(e, ast.Interval):
         return F.lit(e.millis)
+    if isinstance(e, ast.BinaryOp) and e.op == "/" and static_type(e) in INTEGRAL:
+        # integers divide into an integer, the fraction dropped toward zero (SQL's rule, and ksqlDB's, Flink's and
+        # SQLstream's); exact through DECIMAL(38,0); by zero: NULL
+        exact = compile_expr(e.left).cast("decimal(38,0)") / compile_expr(e.right).cast("decimal(38,0)")
+        return exact.cast(static_type(e))
     if isinstance(e, ast.BinaryOp):
         return _BINARY[e.op](compile_expr(e.left), compile_expr(e.right))
     if isinstance(e, ast.UnaryOp):

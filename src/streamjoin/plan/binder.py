@@ -6,13 +6,16 @@ physical ids here; later stages never look at names again.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Optional
 
 from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
+from . import ksql_aggregation
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
+from .functions import is_function
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -20,7 +23,7 @@ from .nodes import (
     EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
     declared_by, naming_style, walk,
 )
-from .scope import ROWTIME_NAMES, Scope, new_id, synthetic_key
+from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
 
 
@@ -40,6 +43,8 @@ class Binder:
         self.sample_topic = sample_topic  # topic -> its first (key, value) records, for ``inferred``
         self._own_rowtimes: frozenset = frozenset()  # the SELECT being bound: inputs whose alias.ROWTIME it reads
         self.plain_select = True  # the SELECT being bound is no SELECT STREAM / SELECT TABLE (Lenses, SQLstream)
+        self.statement = "CREATE TABLE AS SELECT"  # the statement being planned, as ksqlDB names it in messages
+        self.target = ""  # the name of the stream or table it writes
 
     # ------------------------------------------------------------------ queries
 
@@ -61,12 +66,15 @@ class Binder:
                 raise StatementError("GROUP BY needs a column beside its window", rule="time-window", pos=window.pos)
             if window is not None:
                 select = replace(select, time_window=window, group_by=group_by)
+        ksql = select.result_kind is None and style == "ksql" and declared_by(node, "ksql")  # ksqlDB's own refusals
+        _check_functions(select, ksql)
         if isinstance(select.from_, ast.Join):
             _check_windowed_inputs(node, select.from_)
         if select.where is not None:
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
-            node = _filtered(node, self.bind_expr(select.where, scope))
+            with _ksql_unknown_column("WHERE" if ksql else None):
+                node = _filtered(node, self.bind_expr(select.where, scope))
             scope = replace(scope, node=node)
         ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
         items = self._expand_items(select.items, scope, ksql_join)
@@ -75,13 +83,22 @@ class Binder:
         if select.emit == "FINAL" and select.time_window is None:
             raise StatementError("EMIT FINAL is only supported for windowed aggregations.", rule="emit-final",
                                  pos=select.pos)
+        aggregated = bool(select.group_by) or any(ex.is_aggregate(e) for e, _ in items)
+        if ksql and aggregated:
+            ksql_aggregation.check_grouping(select, items)
+            if not select.group_by:
+                offenders = [e for e, _ in items if _reads_outside_aggregates(e)]
+                if offenders:
+                    raise ksql_aggregation.non_aggregate_select(offenders)
+                if select.time_window is None:
+                    raise ksql_aggregation.aggregate_without_group_by(items, self.statement)
         if select.time_window is not None and (style == "flink" or not select.group_by):
             raise StatementError("WINDOW clause requires a GROUP BY clause." if style != "flink" else
                                  "WINDOW TUMBLING / HOPPING / SESSION is ksqlDB's: over Flink tables write GROUP BY "
                                  "TUMBLE(time_attr, size) or a windowing table function", rule="time-window",
                                  pos=select.time_window.pos)
-        if select.group_by or any(ex.is_aggregate(e) for e, _ in items):
-            node, items, scope = self._bind_aggregate(select, scope, items, style)
+        if aggregated:
+            node, items, scope = self._bind_aggregate(select, scope, items, style, ksql)
         elif select.having is not None:
             raise StatementError("HAVING needs GROUP BY", rule="having-without-group-by", pos=select.having.pos)
         rekey = [item for item in items if _named(item, "_key")] if select.result_kind else []
@@ -90,7 +107,11 @@ class Binder:
                 rekey[0][0] if len(rekey[0]) == 3 else self.bind_expr(rekey[0][0], scope),)
             node = _repartition(node, by, "PARTITION BY" if select.partition_by else "AS _key")
             scope = replace(scope, node=node)
-        node = self._project(node, items, scope, style, keys_in_value=style == "flink" or select.result_kind == "STREAM")
+        with _ksql_unknown_column("SELECT" if ksql else None):
+            node = self._project(node, items, scope, style, keys_in_value=style == "flink" or select.result_kind == "STREAM")
+        if ksql and aggregated:
+            ksql_aggregation.check_projection(node, select.group_by, self.target)
+            ksql_aggregation.check_table_aggregates(node)
         if rekey:  # Lenses `expr AS _key`: the record key, not a value field
             node = replace(node, fields=tuple(replace(f, hidden=True) if f.name.casefold() == "_key" else f
                                               for f in node.fields))
@@ -259,9 +280,12 @@ class Binder:
 
     # ------------------------------------------------------------------ aggregation
 
-    def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str):
+    def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str, ksql: bool = False):
+        """``ksql``: ksqlDB's own refusals apply (``plan.ksql_aggregation``)."""
         window = ksql_window(select.time_window, select.emit, scope.node) if select.time_window is not None else None
         group_exprs = [self.bind_expr(window_bounds(e, window, "GROUP BY"), scope) for e in select.group_by]
+        if ksql:
+            ksql_aggregation.check_no_duplicate_groups(select.group_by, group_exprs)
         source = scope.node
         if style == "flink":  # GROUP BY TUMBLE(t, ...) / HOP(t, ...), or by a window table's start and end
             window, group_exprs, source = group_window(group_exprs, scope.node)
@@ -285,15 +309,26 @@ class Binder:
                 aggs.append((f, e))
                 return Ref(f.id, f.type, f.name)
             if isinstance(e, Ref):
-                raise StatementError(f"{e.name} must be in GROUP BY or inside an aggregate function",
-                                     rule="non-grouped-column", pos=e.pos)
+                raise _NotGrouped(e)
             return None
 
-        bound_items = [(ex.transform(self.bind_expr(window_bounds(e, window, "SELECT"), scope), lift), name)
-                       for e, name in items]
+        bound_items, offenders = [], []
+        for e, name in items:
+            try:
+                with _ksql_unknown_column("SELECT" if ksql else None):
+                    bound_items.append((ex.transform(self.bind_expr(window_bounds(e, window, "SELECT"), scope), lift), name))
+            except _NotGrouped:
+                if not ksql:
+                    raise
+                offenders.append(e)  # ksqlDB lists every such SELECT expression, whole
+        if offenders:
+            raise ksql_aggregation.non_aggregate_select(offenders)
         having = None
         if select.having is not None:
-            having = ex.transform(self.bind_expr(window_bounds(select.having, window, "HAVING"), scope), lift)
+            try:
+                having = ex.transform(self.bind_expr(window_bounds(select.having, window, "HAVING"), scope), lift)
+            except _NotGrouped as err:
+                raise ksql_aggregation.non_aggregate_having(err.column) if ksql else err from None
         # a Flink group window's rows are a stream keyed by group and window start; a ksqlDB windowed aggregate is
         # a table keyed by its groups, its rows carrying their window beside the key (``nodes.WINDOW_START``)
         appends = window is not None and not window.ksql
@@ -366,6 +401,45 @@ class Binder:
         if isinstance(alias, str):
             return alias
         return _name_of(expr, style, index, generated)
+
+
+class _NotGrouped(StatementError):
+    """A column read outside an aggregate function that no GROUP BY expression holds."""
+
+    def __init__(self, column: Ref):
+        self.column = column
+        super().__init__(f"{column.name} must be in GROUP BY or inside an aggregate function", rule="non-grouped-column",
+                         pos=column.pos)
+
+
+@contextmanager
+def _ksql_unknown_column(clause: Optional[str]):
+    """An unknown column in ``clause``, in ksqlDB's words (None: the shared ones)."""
+    try:
+        yield
+    except UnknownColumn as err:
+        if clause is None:
+            raise
+        raise StatementError(f"{clause} column '{ksql_aggregation.ksql_text(err.column, qualified=False)}' cannot be "
+                             "resolved.", rule="unknown-column", pos=err.pos) from None
+
+
+def _check_functions(select: ast.Select, ksql: bool) -> None:
+    """Refuse a call of a function no dialect and no Spark SQL function has (``plan.functions``), before Spark
+    would; ``ksql``: in ksqlDB's words."""
+    clauses = [item.expr for item in select.items] + [select.where, select.having, *select.group_by]
+    for clause in filter(None, clauses):
+        for call in ex.walk(clause):
+            if isinstance(call, ast.Call) and not is_function(call.name):
+                raise StatementError(f"Can't find any functions with the name '{call.name}'" if ksql
+                                     else f"unknown function {call.name}", rule="unknown-function", pos=call.pos)
+
+
+def _reads_outside_aggregates(e: ast.Expr) -> bool:
+    """Whether ``e`` reads a column other than inside an aggregate function."""
+    if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
+        return False
+    return isinstance(e, (ast.Column, Ref)) or any(_reads_outside_aggregates(c) for c in ex.children(e))
 
 
 def _aggregate_operator(input_: PlanNode, window) -> str:
@@ -491,7 +565,7 @@ def _numbered(name: str) -> tuple[str, int]:
 
 
 def _type_of(e: ast.Expr) -> str:
-    return e.type if isinstance(e, Ref) else ""
+    return ex.static_type(e)
 
 
 def _named(item, name: str) -> bool:

@@ -69,3 +69,33 @@ AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET"
 
 def is_aggregate(e: ast.Expr) -> bool:
     return any(isinstance(x, ast.Call) and x.name in AGGREGATES for x in walk(e))
+
+
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_ARITHMETIC = ("+", "-", "*", "/", "%")
+
+
+def static_type(e: ast.Expr) -> str:
+    """The Spark type of ``e`` where the plan knows it without Spark: a resolved column's, a literal's, a CAST's,
+    and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a DOUBLE or
+    FLOAT it is DOUBLE); "" where it does not."""
+    from .nodes import Ref
+    from .types import spark_type
+
+    if isinstance(e, Ref):
+        return e.type
+    if isinstance(e, ast.Literal):
+        if e.kind == "integer":
+            return "int" if -2**31 <= e.value < 2**31 else "bigint"
+        return {"string": "string", "boolean": "boolean"}.get(e.kind, "")
+    if isinstance(e, ast.Cast):
+        return spark_type(e.type)
+    if isinstance(e, ast.UnaryOp) and e.op == "-":
+        return static_type(e.operand)
+    if isinstance(e, ast.BinaryOp) and e.op in _ARITHMETIC:
+        types = {static_type(e.left), static_type(e.right)}
+        if types <= set(INTEGRAL):
+            return "bigint" if "bigint" in types else "int"
+        if types & {"double", "float"} and types <= set(INTEGRAL) | {"double", "float"}:
+            return "double"
+    return ""

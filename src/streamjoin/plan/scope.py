@@ -33,6 +33,15 @@ def matches(ident: ast.Ident, name: str) -> bool:
     return ident.text == name if ident.quoted else ident.text.casefold() == name.casefold()
 
 
+class UnknownColumn(StatementError):
+    """A name no input has; ``column`` as written (ksqlDB words it by the clause: ``binder.bind_select``)."""
+
+    def __init__(self, column: ast.Column):
+        self.column = column
+        where = f" of {column.qualifier.text}" if column.qualifier else ""
+        super().__init__(f"unknown column {column.name.text}{where}", rule="unknown-column", pos=column.pos)
+
+
 @dataclass(frozen=True)
 class Scope:
     """The fields visible to expressions over ``node``; ``merged`` maps a USING/NATURAL column name to
@@ -77,8 +86,7 @@ class Scope:
         pseudo = self._pseudo(col)
         if pseudo is not None:
             return pseudo
-        where = f" of {col.qualifier.text}" if col.qualifier else ""
-        raise StatementError(f"unknown column {name}{where}", rule="unknown-column", pos=col.pos)
+        raise UnknownColumn(col)
 
     def _candidates(self, col: ast.Column, same) -> list[Field]:
         return [f for f in self.node.fields

@@ -186,6 +186,8 @@ class StatementPlanner:
 
     def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool,
                     columns: tuple[str, ...] = (), query_id: Optional[str] = None):
+        self.binder.statement = f"CREATE {kind or 'TABLE'} AS SELECT" if create else "INSERT INTO"
+        self.binder.target = display_name(name, "ksql")
         plan, style = self.binder.bind_select(select)
         self._check(plan)
         existing = self.catalog.source(name)

@@ -17,8 +17,6 @@ from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.nodes import EXISTENCE, Aggregate, Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
-from ..plan.types import spark_type
-from ..sql import ast
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -149,7 +147,7 @@ def join_key_types(join: Join) -> Optional[str]:
         return None
     ksql = _ksql(join)
     for left, right in zip(join.left_side.keys, join.right_side.keys):
-        types = [t for t in (_expr_type(left), _expr_type(right)) if t]
+        types = [t for t in (ex.static_type(left), ex.static_type(right)) if t]
         if len(types) == 2 and (_ksql_type(types[0]) != _ksql_type(types[1]) if ksql
                                 else _type_kind(types[0]) != _type_kind(types[1])):
             return (f"Invalid join condition: types don't match. Got {_ksql_text(left)}{{{_ksql_type(types[0])}}} = "
@@ -165,7 +163,7 @@ def join_key_map(join: Join) -> Optional[str]:
     if not _ksql(join):
         return None
     for left in join.left_side.keys:
-        t = _expr_type(left)
+        t = ex.static_type(left)
         if "map<" in t:
             name = _ksql_text(left).replace(".", "_")
             return ("Map keys, including types that contain maps, are not supported as they may lead to unexpected "
@@ -190,15 +188,6 @@ def key_formats_differ(join: Join) -> Optional[str]:
     return (f"the join compares the keys of {left.source.name} ({formats[0]}) and {right.source.name} ({formats[1]}), "
             "which are stored in different formats: write one of them again with the other's key format "
             "(INSERT INTO t STORE KEY AS ... SELECT ...) and join that")
-
-
-def _expr_type(e) -> str:
-    """The type of a join key expression when the plan knows it: a column's, or a CAST's target."""
-    if isinstance(e, Ref):
-        return e.type
-    if isinstance(e, ast.Cast):
-        return spark_type(e.type)
-    return ""
 
 
 def _type_kind(spark_type: str) -> str:
