@@ -14,6 +14,8 @@ PENDING_CASES = SHARED / "conformance" / "pending"  # seed cases an open issue a
 def spark():
     from streamjoin.runtime.session import build_session
 
-    session = build_session("local[2]", app_name="streamjoin-tests")
+    # the suite starts over a thousand streaming queries on this one session: 1 GB of driver heap (Spark's default)
+    # ran out after 36 minutes of it (session 35); the JVM is launched with this conf, so it takes effect
+    session = build_session("local[2]", app_name="streamjoin-tests", conf={"spark.driver.memory": "3g"})
     yield session
     session.stop()

@@ -152,7 +152,7 @@ REFUSED = [
     ("VALUES into a column the target lacks", "INSERT INTO L (ID, NOPE) VALUES (1, 2);", "unknown-column", "NOPE"),
     ("VALUES into a table read from a file", "INSERT INTO F VALUES (1, 'a');", "insert-into-file", "file"),
     ("INSERT naming fewer columns than its query gives", "INSERT INTO L (ID, V) SELECT ID FROM R;", "column-count",
-     "names 2 columns, its query gives 1"),
+     "fills 2 columns, its query gives 1"),
     ("ALTER PUMP of a pump never created", "ALTER PUMP nope START;", "unknown-pump", "nope"),
     ("Lenses key format that is not one", "CREATE TABLE lk (_key int, a int) FORMAT (xml, json);", "key-format", "xml"),
     ("Lenses join on keys stored in two formats",

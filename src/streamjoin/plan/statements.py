@@ -191,11 +191,11 @@ class StatementPlanner:
         plan, style = self.binder.bind_select(select)
         self._check(plan)
         existing = self.catalog.source(name)
-        if not columns and existing is not None and existing.dialect == "sqlstream":
-            # SQL's INSERT without a column list fills the target's columns in order; a selected ROWTIME is
-            # the record's time (every SQLstream stream has one), not a column
+        if not columns and existing is not None and existing.dialect in ("sqlstream", "flink"):
+            # SQL's INSERT without a column list fills the target's columns in order (SQLstream, Flink); a
+            # selected ROWTIME is the record's time (every SQLstream stream has one), not a column
             columns = tuple(c.name for c in existing.columns if c.origin in ("key", "value"))
-            if existing.column("ROWTIME") is None:
+            if existing.dialect == "sqlstream" and existing.column("ROWTIME") is None:
                 plan = _with_fields(plan, lambda f: replace(f, hidden=True) if f.name.upper() == "ROWTIME" else f)
         if columns:
             plan = _renamed(plan, columns, name)
@@ -261,7 +261,7 @@ def _renamed(plan: PlanNode, columns: tuple[str, ...], target: ast.Ident) -> Pla
     """``INSERT INTO t (cols) SELECT ...``: the query's columns take the listed names, in order."""
     visible = [f for f in plan.fields if not f.hidden]
     if len(columns) != len(visible):
-        raise StatementError(f"INSERT INTO {target.text} names {len(columns)} columns, its query gives {len(visible)}",
+        raise StatementError(f"INSERT INTO {target.text} fills {len(columns)} columns, its query gives {len(visible)}",
                              rule="column-count", pos=target.pos)
     names = {f.id: name for f, name in zip(visible, columns)}
     return _with_fields(plan, lambda f: replace(f, name=names.get(f.id, f.name)))

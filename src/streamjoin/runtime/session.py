@@ -31,6 +31,12 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
     "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
+    # Every micro-batch is a SQL execution with jobs, stages and tasks, and the driver keeps the last 1,000 of each
+    # (100,000 tasks) with their plans for its status pages: a long-running script's heap fills with history.
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "20000",
 }
 
 
