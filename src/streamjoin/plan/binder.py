@@ -85,13 +85,7 @@ class Binder:
                                  pos=select.pos)
         aggregated = bool(select.group_by) or any(ex.is_aggregate(e) for e, _ in items)
         if ksql and aggregated:
-            ksql_aggregation.check_grouping(select, items)
-            if not select.group_by:
-                offenders = [e for e, _ in items if _reads_outside_aggregates(e)]
-                if offenders:
-                    raise ksql_aggregation.non_aggregate_select(offenders)
-                if select.time_window is None:
-                    raise ksql_aggregation.aggregate_without_group_by(items, self.statement)
+            ksql_aggregation.check_grouping(select, items, self.statement)
         if select.time_window is not None and (style == "flink" or not select.group_by):
             raise StatementError("WINDOW clause requires a GROUP BY clause." if style != "flink" else
                                  "WINDOW TUMBLING / HOPPING / SESSION is ksqlDB's: over Flink tables write GROUP BY "
@@ -433,13 +427,6 @@ def _check_functions(select: ast.Select, ksql: bool) -> None:
             if isinstance(call, ast.Call) and not is_function(call.name):
                 raise StatementError(f"Can't find any functions with the name '{call.name}'" if ksql
                                      else f"unknown function {call.name}", rule="unknown-function", pos=call.pos)
-
-
-def _reads_outside_aggregates(e: ast.Expr) -> bool:
-    """Whether ``e`` reads a column other than inside an aggregate function."""
-    if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
-        return False
-    return isinstance(e, (ast.Column, Ref)) or any(_reads_outside_aggregates(c) for c in ex.children(e))
 
 
 def _aggregate_operator(input_: PlanNode, window) -> str:

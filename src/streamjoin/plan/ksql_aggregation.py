@@ -39,8 +39,9 @@ def _aggregate_calls(e: ast.Expr) -> list[ast.Call]:
     return [x for x in ex.walk(e) if isinstance(x, ast.Call) and x.name in ex.AGGREGATES]
 
 
-def check_grouping(select: ast.Select, items: Sequence[tuple[ast.Expr, object]]) -> None:
-    """Rules 1, 2, 4 and 7, on the query as written (``items``: the SELECT list with ``*`` expanded)."""
+def check_grouping(select: ast.Select, items: Sequence[tuple[ast.Expr, object]], statement: str) -> None:
+    """Rules 1, 2, 4, and 5 and 7 without GROUP BY, on the query as written (``items``: the SELECT list with
+    ``*`` expanded; ``statement``: its kind as ksqlDB names it, ``CREATE TABLE AS SELECT``)."""
     for e in select.group_by:
         calls = _aggregate_calls(e)
         if calls:
@@ -55,6 +56,19 @@ def check_grouping(select: ast.Select, items: Sequence[tuple[ast.Expr, object]])
     if select.group_by and not any(_aggregate_calls(e) for e in clauses):
         raise StatementError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.",
                              rule="group-by-without-aggregate", pos=select.group_by[0].pos)
+    if not select.group_by:
+        offenders = [e for e, _ in items if _reads_outside_aggregates(e)]
+        if offenders:
+            raise non_aggregate_select(offenders)
+        if select.time_window is None:  # (a WINDOW without GROUP BY is refused as such)
+            raise _aggregate_without_group_by(items, statement)
+
+
+def _reads_outside_aggregates(e: ast.Expr) -> bool:
+    """Whether ``e`` reads a column other than inside an aggregate function."""
+    if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
+        return False
+    return isinstance(e, (ast.Column, Ref)) or any(_reads_outside_aggregates(c) for c in ex.children(e))
 
 
 def check_no_duplicate_groups(written: Sequence[ast.Expr], bound: Sequence[ast.Expr]) -> None:
@@ -79,7 +93,7 @@ def non_aggregate_having(column: ast.Expr) -> StatementError:
                           rule="non-grouped-column", pos=column.pos)
 
 
-def aggregate_without_group_by(items: Sequence[tuple[ast.Expr, object]], statement: str) -> StatementError:
+def _aggregate_without_group_by(items: Sequence[tuple[ast.Expr, object]], statement: str) -> StatementError:
     """Rule 7: ``statement`` names the statement kind as ksqlDB does (``CREATE TABLE AS SELECT``); ksqlDB
     counts ``COUNT(*)`` as ``COUNT(ROWTIME)``."""
     call = next(c for e, _ in items for c in _aggregate_calls(e))
@@ -92,9 +106,8 @@ def check_projection(project: Project, group_by: Sequence[ast.Expr], target: str
     """Rules 8-10, on the projection of the aggregate (``project``); ``target``: the sink's name."""
     missing = [ksql_text(e, qualified=False) for e, k in zip(group_by, project.key) if project.field(k).hidden]
     if missing:
-        listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
         raise StatementError(f"The query used to build `{target}` must include the grouping expression"
-                             f"{'s' if len(missing) > 1 else ''} {listed} in its projection (eg, SELECT "
+                             f"{'s' if len(missing) > 1 else ''} {_and_joined(missing)} in its projection (eg, SELECT "
                              f"{', '.join(missing)}...).", rule="key-not-projected", pos=group_by[0].pos)
     grouped = set(project.input.key)
     for key in grouped:
@@ -116,6 +129,11 @@ def check_table_aggregates(plan: PlanNode) -> None:
         if isinstance(node, Aggregate) and node.input.kind == "TABLE":
             names = list(dict.fromkeys(call.name for _, call in node.aggregates if call.name not in TABLE_AGGREGATES))
             if names:
-                listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-                raise StatementError(f"The aggregation function{'s' if len(names) > 1 else ''} {listed} cannot be "
-                                     "applied to a table source, only to a stream source.", rule="table-aggregate")
+                plural = "s" if len(names) > 1 else ""
+                raise StatementError(f"The aggregation function{plural} {_and_joined(names)} cannot be applied to a "
+                                     "table source, only to a stream source.", rule="table-aggregate")
+
+
+def _and_joined(names: Sequence[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C`` (ksqlDB's ``GrammaticalJoiner.and()``)."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
