@@ -66,3 +66,29 @@ def test_protobuf_values_as_ksqldb_derives_their_message(columns, row, wire, rea
     assert json.loads(protobuf_value_as_json(columns, wire)) == read
     framed = b"\x00\x00\x00\x00\x2a\x00" + wire  # the Schema Registry's framing: magic byte, id 42, first message
     assert json.loads(protobuf_value_as_json(columns, framed)) == read
+
+
+# (key columns, a key as a case gives it, the key's Avro bytes): one column is its own Avro type, several a record
+AVRO_KEYS = [
+    ([("id", "string")], "AB", b"\x04AB"),
+    ([("n", "bigint")], 3, b"\x06"),
+    ([("plate", "string"), ("zone", "int")], {"PLATE": "AB", "zone": 1}, b"\x02\x04AB\x02\x02"),
+]
+
+
+@pytest.mark.parametrize("columns, key, wire", AVRO_KEYS, ids=[str(k[1]) for k in AVRO_KEYS])
+def test_avro_keys_written_read_back_and_converted_in_batches(columns, key, wire):
+    from streamjoin.connectors.formats import avro_keys_to_json, encode_key, json_keys_to_avro, key_as_json, key_avro_schema
+    from streamjoin.plan.catalog import ColumnInfo, SourceInfo
+
+    source = SourceInfo("cars", "STREAM", "cars", tuple(ColumnInfo(n, t, "key") for n, t in columns),
+                        key_columns=tuple(n for n, _ in columns), key_format="AVRO")
+    schema = key_avro_schema("cars", columns)
+    assert encode_key(key, source) == wire
+    expected = {k.casefold(): v for k, v in key.items()} if isinstance(key, dict) else key
+    assert json.loads(key_as_json(schema, wire)) == expected
+    batch = pa.record_batch([pa.array([json.dumps(expected).encode(), None], pa.binary())], names=["key"])
+    [written] = list(json_keys_to_avro(schema)([batch]))
+    assert written.column(0).to_pylist() == [wire, None]
+    [read] = list(avro_keys_to_json(schema)([written]))
+    assert [json.loads(k) if k else k for k in read.column(0).to_pylist()] == [expected, None]

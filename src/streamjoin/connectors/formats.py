@@ -105,6 +105,72 @@ def avro_schema_text(properties: dict, record_name: str, columns: list[tuple[str
     return str(explicit) if explicit else json.dumps(derived_avro_schema(record_name, columns))
 
 
+def key_avro_schema(record_name: str, columns: list[tuple[str, str]]) -> str:
+    """The Avro schema of an AVRO key: one column's own type (a primitive, or a record for a STRUCT), else a
+    record of the key columns (as ksqlDB writes single and multi-column Avro keys)."""
+    if len(columns) == 1:
+        return json.dumps(avro_type(columns[0][1], re.sub(r"\W", "_", record_name) + "_key"))
+    return json.dumps(derived_avro_schema(f"{record_name}_key", columns))
+
+
+def avro_keys_to_json(schema_text: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: each Avro ``key`` becomes the JSON text of its value (a key that does not
+    read stays as it is, and fails as a JSON key: its record is dead-lettered)."""
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        schema = fastavro.parse_schema(json.loads(schema_text))
+        for batch in batches:
+            index = batch.schema.get_field_index("key")
+            keys = []
+            for raw in batch.column(index).to_pylist():
+                try:
+                    keys.append(None if raw is None else _avro_json(schema, raw))
+                except Exception:  # noqa: BLE001 - any bytes the schema does not read
+                    keys.append(raw)
+            yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
+
+    return convert
+
+
+def key_as_json(schema_text: str, raw: bytes) -> bytes:
+    """One Avro key (``key_avro_schema``) as the JSON text of its value."""
+    import fastavro
+
+    return _avro_json(fastavro.parse_schema(json.loads(schema_text)), raw)
+
+
+def _avro_json(schema, raw: bytes) -> bytes:
+    import fastavro
+
+    return json.dumps(fastavro.schemaless_reader(io.BytesIO(raw), schema), default=json_default).encode()
+
+
+def json_keys_to_avro(schema_text: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: each ``key`` given as JSON text (``lower.sink``) is written in Avro."""
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        schema = fastavro.parse_schema(json.loads(schema_text))
+        for batch in batches:
+            index = batch.schema.get_field_index("key")
+            keys = [None if raw is None else avro_bytes(schema, json.loads(raw)) for raw in batch.column(index).to_pylist()]
+            yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
+
+    return convert
+
+
+def avro_bytes(schema, value) -> bytes:
+    """``value`` in Avro's binary encoding under ``schema`` (parsed), without any framing."""
+    import fastavro
+
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, schema, value)
+    return buffer.getvalue()
+
+
 # ---------------------------------------------------------------------- Avro <-> JSON text
 
 def json_default(value):
@@ -224,9 +290,19 @@ def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.Rec
 
 def encode_key(key: Any, source=None) -> Optional[bytes]:
     """A record key as streamjoin writes one it is given: an object or array as JSON, a scalar as its text
-    (KAFKA), or as JSON when ``source``'s key format is JSON (ksqlDB writes a JSON key unwrapped: ``"a"``)."""
+    (KAFKA), or as JSON when ``source``'s key format is JSON (ksqlDB writes a JSON key unwrapped: ``"a"``); in
+    Avro (``key_avro_schema``) when it is AVRO."""
     if key is None:
         return None
+    if source is not None and source.key_format == "AVRO":
+        import fastavro
+
+        columns = [(c.name, c.type) for c in source.columns if c.name in source.key_columns]
+        schema = json.loads(key_avro_schema(source.name, columns))
+        if isinstance(key, dict) and schema.get("type") == "record":
+            given = {k.casefold(): v for k, v in key.items()}
+            key = {f["name"]: given.get(f["name"].casefold()) for f in schema["fields"]}
+        return avro_bytes(fastavro.parse_schema(schema), key)
     if isinstance(key, (dict, list)) or (source is not None and source.key_format == "JSON"):
         return json.dumps(key).encode()
     if isinstance(key, bool):

@@ -8,7 +8,7 @@ value are ignored (DIALECT §1).
 Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO or PROTOBUF (turned into JSON text first)
 or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`` row, ``d`` deletes the
 ``before`` row's key; the null-value record after a delete is skipped); keys in KAFKA format (a single
-primitive written as text) or JSON. Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
+primitive written as text), JSON, or AVRO (turned into JSON text first: ``connectors.formats.key_avro_schema``). Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
 ``METADATA``) come from the record itself: its headers, timestamp, partition, offset or topic.
 
 JSON values the source reader can decode itself (``reader_decoded``) come with a struct of the decoded
@@ -24,6 +24,7 @@ order; ``_seq`` is the line order, so the last line of a key wins when it is loa
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,7 +33,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
-from ..connectors.formats import BINARY_ERROR, BINARY_FORMATS, binary_as_json, delimiter_of, writer_schema
+from ..connectors.formats import (
+    BINARY_ERROR, BINARY_FORMATS, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema, writer_schema,
+)
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
@@ -55,6 +58,11 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
+    if source.key_format == "AVRO":  # the key as the JSON text of its Avro value, then read as a JSON key
+        key_columns = [(c.name, c.type) for c in source.columns if c.origin == "key"]
+        df = df.mapInArrow(avro_keys_to_json(key_avro_schema(source.name, key_columns)), df.schema)
+        source = replace(source, key_format="JSON")
+        scan = replace(scan, source=source)
     if source.window is not None:
         df = _window_from_key(df, source.window)
     if source.value_format in BINARY_FORMATS:

@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from ..connectors.formats import delimiter_of, rows_to_binary, writer_schema
+from ..connectors.formats import delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
@@ -24,7 +24,15 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
-    key = _key(sink, target.key_format, df).alias("key")
+    avro_key = key_writer(sink, df)
+    key = (_json_key(sink) if avro_key else _key(sink, target.key_format, df)).alias("key")
+    records = _records(sink, df, key, row, meta)
+    return records.mapInArrow(json_keys_to_avro(avro_key), RECORD_SCHEMA) if avro_key else records
+
+
+def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) -> DataFrame:
+    """``RECORD_SCHEMA`` rows: ``key`` as given, the value ``row`` in the sink's value format."""
+    target = sink.target
     writer = value_writer(sink, df)
     if writer is not None:
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
@@ -35,12 +43,34 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     elif target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
     elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
-        value = F.regexp_extract(F.to_json(F.array(F.col(sink.value_fields[0])), TO_JSON), r"^\[(.*)\]$", 1)
+        value = _json_of(F.col(sink.value_fields[0]))
         if TOMBSTONE in df.columns:
             value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def key_writer(sink: Sink, df: DataFrame) -> Optional[str]:
+    """The Avro schema an AVRO-keyed sink writes its keys with (``connectors.formats.key_avro_schema``, from the
+    result's key columns); None for any other key format. Readers of the topic decode with it."""
+    if sink.target.key_format != "AVRO" or not sink.key:
+        return None
+    return key_avro_schema(sink.target.name, [(sink.input.field(k).name, df.schema[k].dataType.simpleString())
+                                              for k in sink.key])
+
+
+def _json_key(sink: Sink) -> Column:
+    """The key as JSON text, to be written in Avro: one column's value itself, several as an object."""
+    keys = list(sink.key)
+    if len(keys) == 1:
+        return _json_of(F.col(keys[0])).cast("binary")
+    return F.to_json(F.struct(*[F.col(k).alias(sink.input.field(k).name) for k in keys]), TO_JSON).cast("binary")
+
+
+def _json_of(column: Column) -> Column:
+    """One column's value as JSON text (``"a"``, ``1``, ``{...}``): the one element of a JSON array of it."""
+    return F.regexp_extract(F.to_json(F.array(column), TO_JSON), r"^\[(.*)\]$", 1)
 
 
 def value_writer(sink: Sink, df: DataFrame) -> Optional[tuple[str, str]]:
@@ -91,5 +121,5 @@ def _unwindowed_key(sink: Sink, key_format: str) -> Column:
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
     if len(keys) == 1 and sink.target.style != "flink":  # ksqlDB's JSON key: the value itself, unwrapped
-        return F.regexp_extract(F.to_json(F.array(F.col(keys[0])), TO_JSON), r"^\[(.*)\]$", 1).cast("binary")
+        return _json_of(F.col(keys[0])).cast("binary")
     return F.to_json(F.struct(*[F.col(k).alias(node.field(k).name) for k in keys]), TO_JSON).cast("binary")

@@ -241,6 +241,9 @@ class Binder:
         if column is None or column.origin not in ("key", "value"):
             raise StatementError("EVENTTIME BY takes a field of the record's key or value, not an expression",
                                  rule="event-time", pos=expr.pos)
+        if column.origin == "key" and source.key_format == "AVRO":
+            raise StatementError("EVENTTIME BY a field of an AVRO key is not supported yet: the query's clock reads "
+                                 "text and JSON keys", rule="event-time", pos=expr.pos)
         if column.type not in ("int", "bigint") and not column.type.startswith("timestamp"):
             raise StatementError(f"EVENTTIME BY {column.name}: the field must hold epoch milliseconds (INT or LONG) or "
                                  f"a TIMESTAMP, not {column.type.upper()}", rule="event-time", pos=expr.pos)

@@ -105,7 +105,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
 
 
 LENSES_KEY_FORMATS = {"STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA", "DOUBLE": "KAFKA", "FLOAT": "KAFKA",
-                      "BYTES": "KAFKA", "JSON": "JSON"}
+                      "BYTES": "KAFKA", "JSON": "JSON", "AVRO": "AVRO"}
 LENSES_VALUE_FORMATS = {"JSON": "JSON", "AVRO": "AVRO", "STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA",
                         "DOUBLE": "KAFKA", "FLOAT": "KAFKA"}
 
@@ -145,7 +145,7 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
     columns = [ColumnInfo(c.name, "struct<" + ",".join(structs[c.name]) + ">", c.origin) if c.name in structs else c
                for c in columns]
     key_columns = tuple(c.name for c in columns if c.origin == "key")
-    if len(key_columns) > 1 or (key_columns and key_columns[0] != "_key"):
+    if key_format == "KAFKA" and (len(key_columns) > 1 or (key_columns and key_columns[0] != "_key")):
         key_format = "JSON"  # fields of a structured key
     values = [c.name for c in columns if c.origin == "value"]
     if "_value" in values and len(values) > 1:

@@ -219,6 +219,9 @@ class StatementPlanner:
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
+            if target.key_format == "AVRO" and target.window is not None:
+                raise StatementError("an AVRO key is not written with a window yet: store a windowed result's key "
+                                     "as JSON or STRING", rule="key-format", pos=name.pos)
             self.catalog.add_source(target)
         visible = [f for f in plan.fields if not f.hidden]
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)

@@ -26,7 +26,7 @@ from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
 from ..lower import operator_table
-from ..lower.sink import value_writer, encode
+from ..lower.sink import encode, key_writer, value_writer
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
@@ -56,6 +56,7 @@ class RunningQuery:
     dead_letter_topic: str = DEAD_LETTER_TOPIC
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
     value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
+    key_writer: str | None = None  # an AVRO-keyed sink's key schema: lower.sink.key_writer
 
     def rows_written(self) -> int:
         return getattr(self.writer, "rows_written", 0)
@@ -280,7 +281,7 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, dead_letter_topic, write, value_writer(sink, lowered))
+                            self.store, dead_letter_topic, write, value_writer(sink, lowered), key_writer(sink, lowered))
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
