@@ -75,14 +75,24 @@ def event_times(table: pa.Table, field: Optional[str]) -> np.ndarray:
     if field.startswith(KEY_PREFIX):
         part, field = "key", field[len(KEY_PREFIX):]
         if not field:
-            keys = table.column("key").to_pylist()
-            return np.array([t if k is not None and (t := _to_millis(k.decode("utf-8", "replace"))) is not None
-                             else NO_TIME for k in keys], dtype=np.int64)
+            return _key_millis(table.column("key"))
     fast = _arrow_event_times(table.column(part), field)
     if fast is not None:
         return fast
     values = table.column(part).to_pylist()  # record at a time: mixed types, odd layouts, bad JSON
     return np.array([t if (t := _field_millis(v, field)) is not None else NO_TIME for v in values], dtype=np.int64)
+
+
+def _key_millis(keys: pa.ChunkedArray) -> np.ndarray:
+    """Times of primitive keys (their text: epoch ms, or a date-time); Arrow's cast when every key is a whole
+    number, else record at a time."""
+    try:
+        millis = pc.cast(pc.cast(keys, pa.string()), pa.int64())
+        return np.where(pc.is_valid(millis).to_numpy(zero_copy_only=False),
+                        millis.fill_null(0).to_numpy(zero_copy_only=False), NO_TIME).astype(np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.array([t if k is not None and (t := _to_millis(k.decode("utf-8", "replace"))) is not None
+                         else NO_TIME for k in keys.to_pylist()], dtype=np.int64)
 
 
 def _arrow_event_times(values: pa.ChunkedArray, field: str) -> Optional[np.ndarray]:

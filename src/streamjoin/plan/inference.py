@@ -66,23 +66,18 @@ def _object_fields(raw: Sequence[bytes]) -> list[tuple[str, str]]:
     return [(n, _spark(t)) for n, t in merged[1]]
 
 
+_SCALARS = {bool: "boolean", int: "bigint", float: "double", str: "string"}  # by exact type: a bool is no int here
+
+
 def _type_of(value) -> object:
     """A JSON value's type: a name, ('struct', [(field, type)...]) or ('array', element type)."""
     if value is None:
         return _UNSEEN
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "bigint"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "string"
     if isinstance(value, dict):
         return ("struct", [(k, _type_of(v)) for k, v in value.items()])
     if isinstance(value, list):
         return ("array", _merged(map(_type_of, value)))
-    return "string"
+    return _SCALARS.get(type(value), "string")
 
 
 def _merged(types) -> object:
