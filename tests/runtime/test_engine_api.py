@@ -54,6 +54,8 @@ def test_explain_shows_where_predicates_run_and_repartitions(spark, tmp_path):
      ["state window_aggregate v2"]),
     ("SELECT l.id, COUNT(*) FROM l WINDOW SESSION (1 MINUTE) GROUP BY l.id", ["state session_aggregate v1"]),
     ("SELECT * FROM l WHERE id > 1", []),
+    ("SELECT * FROM t WHERE w = 'x'", ["state table_filter v1"]),
+    ("SELECT l.id, COUNT(*) FROM l GROUP BY l.id HAVING COUNT(*) > 1", ["state table_filter v1", "state aggregate v2"]),
 ])
 def test_explain_shows_what_each_stateful_operator_keeps_from_its_declaration(query, states):
     from streamjoin.lower import operator_table

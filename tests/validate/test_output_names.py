@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamjoin.conformance.post import effective_key_format, parse_schema, source_schema
 from streamjoin.plan.binder import GeneratedNames
 from streamjoin.plan.catalog import Catalog
 from streamjoin.plan.statements import StatementPlanner
@@ -82,3 +83,44 @@ def test_which_column_is_the_key(what, query, key, value):
     sink = [planner.plan(item) for item in parse_script(SOURCES + f"CREATE STREAM OUT AS {query};")][-1].query.plan
     assert [sink.input.field(k).name for k in sink.key] == [key]
     assert [sink.input.field(f).name for f in sink.value_fields] == value
+
+
+KEYLESS = "CREATE STREAM N (ID INT, V INT) WITH (kafka_topic='n', key_format='NONE', value_format='JSON');\n"
+
+# (what, statements after SOURCES, the sink OUT's schema as ksqlDB's metastore would list it, its key format):
+# key columns first in the key's order, then values; unaliased expressions and aggregates by the dialect's rule;
+# types from the expressions (an aggregate's from its function and argument)
+SINKS = [
+    ("GROUP BY orders the key; an unaliased COUNT is a generated name",
+     "CREATE TABLE OUT AS SELECT NAME, V, COUNT(*) FROM L GROUP BY V, NAME;",
+     "V INT KEY, NAME STRING KEY, KSQL_COL_0 BIGINT", "KAFKA"),
+    ("a grouped expression and an aggregate are numbered together, typed by their functions",
+     "CREATE TABLE OUT AS SELECT LEN(NAME), SUM(V) FROM L GROUP BY LEN(NAME);",
+     "KSQL_COL_0 INT KEY, KSQL_COL_1 INT", "KAFKA"),
+    ("aggregate types", "CREATE TABLE OUT AS SELECT ID, SUM(V) AS S, AVG(V) AS A, COLLECT_LIST(V) AS C, COUNT(V) AS N, "
+     "MAX(V) AS M FROM L GROUP BY ID;", "ID INT KEY, S INT, A DOUBLE, C ARRAY<INT>, N BIGINT, M INT", "KAFKA"),
+    ("Flink names an unaliased aggregate by position; its AVG of an INT is an INT",
+     "CREATE TABLE OUT AS SELECT id, COUNT(*), AVG(amount) FROM Orders GROUP BY id;",
+     "`id` STRING, `EXPR$1` BIGINT, `EXPR$2` INT", None),
+    ("a PARTITION BY expression projected under an alias is the key",
+     "CREATE STREAM OUT AS SELECT S->G AS K, ID, V FROM L PARTITION BY S->G;", "K STRING KEY, ID INT, V INT", "KAFKA"),
+    ("a join on expressions keys by their type", "CREATE STREAM OUT AS SELECT ROWKEY AS A, L.V FROM L JOIN R "
+     "WITHIN 1 MINUTE ON ABS(L.ID) = ABS(R.ID);", "A INT KEY, V INT", "KAFKA"),
+    ("a keyed result over a NONE key gets the default key format",
+     KEYLESS + "CREATE STREAM OUT AS SELECT N.ID, T.LABEL FROM N JOIN T ON N.ID = T.ID;", "N_ID INT KEY, LABEL STRING", "KAFKA"),
+    ("ksql.persistence.default.format.key names that default", KEYLESS + "SET 'ksql.persistence.default.format.key' = "
+     "'DELIMITED';\nCREATE STREAM OUT AS SELECT N.ID, T.LABEL FROM N JOIN T ON N.ID = T.ID;", "N_ID INT KEY, LABEL STRING",
+     "DELIMITED"),
+    ("a keyless result keeps NONE", KEYLESS + "CREATE STREAM OUT AS SELECT ID, V FROM N;", "ID INT, V INT", "NONE"),
+]
+
+
+@pytest.mark.parametrize("what,statements,schema,key_format", SINKS, ids=[s[0] for s in SINKS])
+def test_sink_schemas(what, statements, schema, key_format):
+    planner = StatementPlanner(Catalog())
+    for item in parse_script(SOURCES + statements):
+        planner.plan(item)
+    sink = planner.catalog.source("OUT")
+    assert source_schema(sink) == parse_schema(schema)
+    if key_format is not None:
+        assert effective_key_format(sink) == key_format

@@ -32,6 +32,7 @@ from ..runtime.engine import DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC, Engine
 from ..sql import SqlSyntaxError, ast, parse_script
 from .cases import Case
 from .compare import actual_record, compare
+from .post import check_post
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class CaseResult:
     detail: str = ""
     seconds: float = 0.0
     outputs: tuple = ()
+    unchecked: tuple[str, ...] = ()  # parts of the case's ``post`` this runner cannot check (``conformance.post``)
 
 
 def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
@@ -123,8 +125,10 @@ def run_case(spark: SparkSession, case: Case, *, records_per_batch: int = 0, boo
         for a in actual:
             a["topic"] = a["topic"].casefold()
         problem = compare(expected, actual, ordering=case.ordering, mode=case.compare)
+        post_problem, unchecked = check_post(case.post, engine.catalog, engine.store.topics())
+        problem = problem or post_problem
         status = "pass" if problem is None else "fail"
-        return CaseResult(case, status, problem or "", time.monotonic() - started, tuple(actual))
+        return CaseResult(case, status, problem or "", time.monotonic() - started, tuple(actual), unchecked)
     except Exception as err:  # a crash is a failure of this case, not of the run
         return CaseResult(case, "fail", f"{type(err).__name__}: {err}", time.monotonic() - started)
     finally:

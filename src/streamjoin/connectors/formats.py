@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pyarrow as pa
 
+KEY_DELIMITER = ","  # between the columns of a DELIMITED key (ksqlDB writes and reads them comma-separated)
 VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
                  "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF", "KAFKA": "KAFKA"}
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive

@@ -34,7 +34,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
-    BINARY_ERROR, BINARY_FORMATS, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema, writer_schema,
+    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
@@ -134,8 +134,9 @@ def _decoded_by_reader(source, otherwise: Column) -> Column:
     """The value as the source reader decoded it, shaped as ``_value_parser``'s struct; ``otherwise`` where
     the reader left it."""
     by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
+    reason = [F.lit(None).cast("string").alias(REASON)] if coerces(source) else []
     as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in source.columns if c.origin == "value"],
-                         F.lit(None).cast("string").alias(CORRUPT))
+                         F.lit(None).cast("string").alias(CORRUPT), *reason)
     return F.when(by_reader.isNotNull(), as_parsed).otherwise(otherwise)
 
 
@@ -156,7 +157,42 @@ def _value_parser(source) -> Column:
                           "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
     if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
+    if coerces(source):
+        return _ksql_coerced(text, value_cols)
     return F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+
+
+COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
+
+
+def coerces(source) -> bool:
+    """Whether ``source``'s JSON values are read with ksqlDB's coercions (``_ksql_coerced``): a ksqlDB-declared
+    source of JSON values, Avro or Protobuf ones turned into JSON, but not a Flink changelog."""
+    return source.dialect == "ksql" and not source.changelog_format and source.value_format not in ("KAFKA", "DELIMITED")
+REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
+
+
+def _ksql_coerced(text: Column, columns) -> Column:
+    """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number column takes a JSON number
+    (an integer column its whole part) or a string holding one (``"22"``), a STRING column any scalar as its
+    text. Numbers are parsed as text and then converted; a field that does not convert makes the record bad,
+    with ``REASON`` naming the field, its value and the column's type."""
+    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED else c.type}" for c in columns) or "`__none` string"
+    parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+    fields, reasons = [], []
+    for c in columns:
+        raw = parsed.getField(c.name)
+        if c.type not in COERCED:
+            fields.append(raw.alias(c.name))
+            continue
+        value = raw.try_cast(c.type)
+        if c.type not in ("float", "double"):  # a fraction: its whole part (Jackson's intValue / asLong)
+            value = F.coalesce(value, raw.try_cast("double").try_cast(c.type))
+        fields.append(value.alias(c.name))
+        reasons.append(F.when(raw.isNotNull() & value.isNull(), F.concat(
+            F.lit(f"the value's field {c.name} holds '"), raw, F.lit(f"', which is not {c.type.upper()}"))))
+    reason = F.coalesce(*reasons) if reasons else F.lit(None).cast("string")
+    return F.struct(*fields, F.coalesce(parsed.getField(CORRUPT), reason).alias(CORRUPT), reason.alias(REASON))
 
 
 def unwrapped_value(source) -> bool:
@@ -170,8 +206,10 @@ def unwrapped_value(source) -> bool:
 def _decode_error(source, parsed: Column) -> Column:
     """Why a record cannot be decoded, or null."""
     fmt = source.changelog_format or source.value_format
-    error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()),
-                   F.lit(f"the value is not {fmt} with the columns of {source.name}"))
+    reason = F.lit(f"the value is not {fmt} with the columns of {source.name}")
+    if coerces(source):  # a field that does not convert to its column's type, named
+        reason = F.coalesce(F.concat(parsed.getField(REASON), F.lit(f" ({source.name})")), reason)
+    error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()), reason)
     if source.changelog_format == "debezium-json":
         error = F.coalesce(error, F.when(F.col("value").isNotNull() & ~parsed.getField("op").isin(*DEBEZIUM_OPS),
                                          F.lit("the debezium-json 'op' is not c, r, u or d")))
@@ -180,7 +218,7 @@ def _decode_error(source, parsed: Column) -> Column:
     key_cols = [c for c in source.columns if c.origin == "key"]
     if len(key_cols) == 1:
         col = key_cols[0]
-        key = _key_column(source.key_format, col, False)
+        key = _key_column(source, col, False)
         error = F.coalesce(error, F.when(F.col("key").isNotNull() & key.isNull(),
                                          F.lit(f"the key is not {source.key_format} {col.type} ({col.name})")))
     return error
@@ -216,12 +254,12 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
         fid = by_name[col.name]
         if col.origin == "value" and source.kind == "TABLE" and col.name in source.key_columns and not debezium:
             # a Flink primary key lives in the value too, but a tombstone has only the record key
-            from_key = _key_column(source.key_format, col, len(source.key_columns) > 1)
+            from_key = _key_column(source, col, len(source.key_columns) > 1)
             selected.append(F.when(tombstone, from_key).otherwise(F.col("__v").getField(col.name)).alias(fid))
         elif col.origin == "value":
             selected.append(F.col("__v").getField(col.name).alias(fid))
         elif col.origin == "key":
-            selected.append(_key_column(source.key_format, col, len(key_cols) > 1).alias(fid))
+            selected.append(_key_column(source, col, len(key_cols) > 1).alias(fid))
         elif col.origin == "metadata":
             selected.append(record_field(col.metadata, col.type).alias(fid))
         else:
@@ -230,7 +268,7 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
     rowtime = F.col("timestamp")
     if source.timestamp_column:
         col = source.column(source.timestamp_column)
-        ts = (_key_column(source.key_format, col, len(key_cols) > 1) if col.origin == "key"
+        ts = (_key_column(source, col, len(key_cols) > 1) if col.origin == "key"
               else F.col("__v").getField(source.timestamp_column))
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
@@ -270,8 +308,14 @@ def record_field(name: str, type_: str) -> Column:
     return F.col(name).cast(type_)
 
 
-def _key_column(key_format: str, col, multi: bool) -> Column:
+def _key_column(source, col, multi: bool) -> Column:
+    """Key column ``col`` read from the record key in ``source``'s key format; ``multi``: the key holds several
+    columns (a JSON object, or DELIMITED values in key-column order)."""
     text = F.col("key").cast("string")
+    key_format = source.key_format
+    if key_format == "DELIMITED" and multi:
+        row = ", ".join(f"`{c.name}` {c.type}" for c in source.columns if c.origin == "key")
+        return F.from_csv(text, row, {"sep": KEY_DELIMITER}).getField(col.name)
     if key_format == "JSON" or multi:
         parsed = F.from_json(text, f"`{col.name}` {col.type}", JSON_READ_OPTIONS).getField(col.name)
         scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_READ_OPTIONS).getField("v")

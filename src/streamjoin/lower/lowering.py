@@ -25,7 +25,7 @@ from ..plan.nodes import (
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
-from .operator_table import aggregate_operator, operator_for
+from .operator_table import node_operator, operator_for
 
 META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START, WINDOW_END)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
@@ -122,6 +122,26 @@ def _with_condition(join: Join, joined: DataFrame) -> DataFrame:
     return joined.select(*[F.when(passes, F.col(c)).alias(c) if c in right else F.col(c) for c in joined.columns])
 
 
+_WIDTHS = {"int": 32, "smallint": 16, "tinyint": 8}
+
+
+def _as_planned(df: DataFrame, fields) -> DataFrame:
+    """An aggregate's results in the types the plan gave them (``plan.functions.aggregate_type``): the operators
+    sum integers as BIGINT and average as DOUBLE; SUM of an INT is an INT that wraps around as ksqlDB's and
+    Flink's do, Flink's AVG of an INT its mean truncated toward zero."""
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    columns = []
+    for f in fields:
+        if not f.type or f.id not in types or types[f.id] == f.type:
+            continue
+        value = F.col(f.id)
+        if f.type in _WIDTHS and types[f.id] in ("bigint", "double"):
+            half = 2 ** (_WIDTHS[f.type] - 1)  # two's complement wrap-around, then a cast that cannot overflow
+            value = F.pmod(value.cast("bigint") + F.lit(half), F.lit(2 * half)) - F.lit(half)
+        columns.append((f.id, value.cast(f.type)))
+    return df.withColumns(dict(columns)) if columns else df
+
+
 def _reads_stream_time(join: Join) -> bool:
     """Every join but a lookup in a bounded table (``operators.stream_table``'s native stream-static join)."""
     return not join.static_table
@@ -155,6 +175,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)
+        if node.operator:
+            return node_operator(node).lower(node, df, ctx)
         predicate = compile_expr(node.predicate)
         if node.kind == "TABLE":  # on a changelog, a row that fails the filter deletes its key
             deleted = ~F.coalesce(predicate, F.lit(False))
@@ -181,7 +203,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
     if isinstance(node, WindowTable):  # rows not grouped by their windows: each copied into every window it is in
         return with_windows(lower(node.input, records, ctx), node.window, LATERAL_FANOUT)
     if isinstance(node, Aggregate):
-        return aggregate_operator(node).lower(node, lower(node.input, records, ctx), replace(ctx, records=records))
+        aggregated = node_operator(node).lower(node, lower(node.input, records, ctx), replace(ctx, records=records))
+        return _as_planned(aggregated, [f for f, _ in node.aggregates])
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)

@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from ..connectors.formats import delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
+from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
@@ -120,6 +120,8 @@ def _unwindowed_key(sink: Sink, key_format: str) -> Column:
         return F.lit(None).cast("binary")
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
+    if key_format == "DELIMITED":  # ksqlDB: the key columns' values in order, comma-separated
+        return F.to_csv(F.struct(*[F.col(k) for k in keys]), {"sep": KEY_DELIMITER}).cast("binary")
     if len(keys) == 1 and sink.target.style != "flink":  # ksqlDB's JSON key: the value itself, unwrapped
         return _json_of(F.col(keys[0])).cast("binary")
     return F.to_json(F.struct(*[F.col(k).alias(node.field(k).name) for k in keys]), TO_JSON).cast("binary")

@@ -15,13 +15,13 @@ from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import is_function
+from .functions import aggregate_type, is_function
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
 from .nodes import (
     EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
-    declared_by, naming_style, walk,
+    declared_by, naming_style, table_filter_operator, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
@@ -98,7 +98,7 @@ class Binder:
         rekey = [item for item in items if _named(item, "_key")] if select.result_kind else []
         if select.partition_by or rekey:
             by = tuple(self.bind_expr(e, scope) for e in select.partition_by) or (
-                rekey[0][0] if len(rekey[0]) == 3 else self.bind_expr(rekey[0][0], scope),)
+                rekey[0][0] if len(rekey[0]) == 4 else self.bind_expr(rekey[0][0], scope),)
             node = _repartition(node, by, "PARTITION BY" if select.partition_by else "AS _key")
             scope = replace(scope, node=node)
         with _ksql_unknown_column("SELECT" if ksql else None):
@@ -302,7 +302,8 @@ class Binder:
                 for f, a in aggs:
                     if a == e:
                         return Ref(f.id, f.type, f.name)
-                f = Field("", e.name, new_id(e.name.lower()), "bigint" if e.name == "COUNT" else "double")
+                argument = _type_of(e.args[0]) if e.args and not e.star else ""
+                f = Field("", e.name, new_id(e.name.lower()), aggregate_type(e.name, argument, style))
                 aggs.append((f, e))
                 return Ref(f.id, f.type, f.name)
             if isinstance(e, Ref):
@@ -335,8 +336,11 @@ class Binder:
                                    tuple(frozenset([k]) for k in key), input=source, groups=groups,
                                    aggregates=tuple(aggs), window=window, operator=_aggregate_operator(source, window))
         if having is not None:
-            node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=having, where="HAVING")
-        return node, [(e, name, True) for e, name in bound_items], Scope(node, (), scope.input_keys)
+            node = Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=having, where="HAVING",
+                          operator=table_filter_operator(node))
+        # each item bound, and the expression as written, which names it (``COUNT(*)`` is ksqlDB's KSQL_COL_n)
+        bound = [(e, name, True, written) for (e, name), (written, _) in zip(bound_items, items)]
+        return node, bound, Scope(node, (), scope.input_keys)
 
     # ------------------------------------------------------------------ projection
 
@@ -348,20 +352,20 @@ class Binder:
         out_items: list[tuple[Field, ast.Expr]] = []
         candidates: list[tuple[int, int, int]] = []  # (key position, rank, item index)
         used_names: set[str] = set()
-        generated = GeneratedNames(f.name for f in scope.node.fields if not f.hidden)
+        generated = GeneratedNames(f.name for f in _named_input(scope.node).fields if not f.hidden)
         as_written = declared_by(scope.node, "lenses")  # Lenses keeps every name as written, an alias too
         for index, item in enumerate(items):
-            bound = item[2] if len(item) == 3 else False
+            bound = len(item) == 4  # (bound expression, alias, True, as written): from ``_bind_aggregate``
             expr = item[0] if bound else self.bind_expr(item[0], scope)
-            alias = item[1]
-            if as_written and alias is None and isinstance(item[0], ast.Column):
-                alias = item[0].name
+            written, alias = item[3] if bound else item[0], item[1]
+            if as_written and alias is None and isinstance(written, ast.Column):
+                alias = written.name
             if as_written and isinstance(alias, ast.Ident):
                 alias = replace(alias, quoted=True)
-            name = self._output_name(item[0], alias, style, index, generated)
+            name = self._output_name(written, alias, style, index, generated)
             if name.casefold() in used_names:
                 raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
-                                     pos=getattr(item[0], "pos", None))
+                                     pos=getattr(written, "pos", None))
             used_names.add(name.casefold())
             source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
             f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
@@ -445,7 +449,8 @@ def _filtered(node: PlanNode, predicate: ast.Expr) -> PlanNode:
     changelog would write a tombstone for each row it fails, written or not."""
     if isinstance(node, Join) and node.join_type in EXISTENCE:
         return replace(node, left=_filtered(node.left, predicate))
-    return Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=predicate)
+    return Filter(node.fields, node.kind, node.key, node.key_equivalents, input=node, predicate=predicate,
+                  operator=table_filter_operator(node))
 
 
 def _ksql_join_column_names(items, scope: Scope) -> list:
@@ -554,6 +559,14 @@ def _numbered(name: str) -> tuple[str, int]:
     return (stem, int(digits)) if stem and digits.isdigit() else (name, 0)
 
 
+def _named_input(node: PlanNode) -> PlanNode:
+    """The node whose column names ksqlDB's generated names avoid: an aggregate's input, not the aggregate
+    (whose grouping columns are named by the projection itself)."""
+    while isinstance(node, Filter):
+        node = node.input
+    return node.input if isinstance(node, Aggregate) else node
+
+
 def _type_of(e: ast.Expr) -> str:
     return ex.static_type(e)
 
@@ -566,7 +579,10 @@ def _named(item, name: str) -> bool:
 
 
 def _key_position(node: PlanNode, expr: ast.Expr, exact: bool = False) -> Optional[int]:
-    """Which key column ``expr`` is (or is known to equal); ``exact``: only the key column itself."""
+    """Which key column ``expr`` is (or is known to equal); ``exact``: only the key column itself. Under a
+    PARTITION BY, an expression it partitions by is that key column (``SELECT a->b AS k ... PARTITION BY a->b``)."""
+    if isinstance(node, Repartition) and expr in node.by:
+        return node.by.index(expr)
     if not isinstance(expr, Ref):
         return None
     for i, k in enumerate(node.key):
@@ -586,7 +602,7 @@ def _key_rank(node: PlanNode, expr: Ref, key_pos: int) -> int:
     """Which of several projected columns equal to a key column becomes the key: the key itself, then
     the one of the left-most input (ksqlDB's viable key columns, in join-tree order: in ``FROM tt JOIN t
     ON t.id = tt.id``, ``tt.id`` even when ``t.id`` is projected first); the other stays a value column."""
-    if expr.id == node.key[key_pos]:
+    if not isinstance(expr, Ref) or expr.id == node.key[key_pos]:  # the key, or the expression a PARTITION BY keys by
         return -1
     return next((i for i, f in enumerate(node.fields) if f.id == expr.id), len(node.fields))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .catalog import SourceInfo
-from .nodes import Aggregate, Join, PlanNode, Repartition, Sink
+from .nodes import Aggregate, Filter, Join, PlanNode, Repartition, Sink
 from .inference import is_inferred
 from .settings import setting_notes
 
@@ -44,6 +44,9 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
                        f"({node.shape})")
         if isinstance(node, Aggregate):
             out.append(f"Repartition by a hash bucket of the GROUP BY key; operator operators.{node.operator}")
+        if isinstance(node, Filter) and node.operator:
+            out.append(f"Repartition by a hash bucket of the table's key; operator operators.{node.operator} "
+                       f"({node.where}: a tombstone only for a key whose previous row passed)")
         state = state_of(node)
         if state is not None:
             out.append("  " + state.describe())

@@ -98,4 +98,8 @@ def static_type(e: ast.Expr) -> str:
             return "bigint" if "bigint" in types else "int"
         if types & {"double", "float"} and types <= set(INTEGRAL) | {"double", "float"}:
             return "double"
+    if isinstance(e, ast.Call) and e.name not in AGGREGATES:
+        from .functions import call_type
+
+        return call_type(e.name, [static_type(a) for a in e.args])
     return ""

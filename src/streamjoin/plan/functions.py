@@ -95,6 +95,48 @@ SPARK_FUNCTIONS = frozenset("""
 """.split())
 
 
+# result types (Spark DDL) of calls that have one whatever their arguments, in ksqlDB's and Flink's signatures
+RESULT_TYPES = {
+    **dict.fromkeys(("LEN", "LENGTH", "CHAR_LENGTH", "CHARACTER_LENGTH", "ARRAY_LENGTH", "CARDINALITY", "SIZE", "INSTR"),
+                    "int"),
+    **dict.fromkeys(("SUBSTR", "SUBSTRING", "CONCAT", "UCASE", "UPPER", "LCASE", "LOWER", "TRIM", "LTRIM", "RTRIM",
+                     "REPLACE", "LPAD", "RPAD", "REGEXP_REPLACE", "INITCAP"), "string"),
+    **dict.fromkeys(("SQRT", "EXP", "LN", "POWER"), "double"),
+    "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
+}
+# calls whose result has their first argument's type
+SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST", "LEAST"})
+
+
+def call_type(name: str, argument_types: list[str]) -> str:
+    """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
+    if name in RESULT_TYPES:
+        return RESULT_TYPES[name]
+    if name in SAME_AS_ARGUMENT and argument_types:
+        return argument_types[0]
+    return ""
+
+
+def aggregate_type(name: str, argument_type: str, style: str) -> str:
+    """The type of an aggregate's result: COUNT is BIGINT; SUM keeps its argument's type (a DECIMAL widened to
+    38 digits); AVG is DOUBLE in ksqlDB, Lenses and SQLstream and keeps an integral argument's type in Flink
+    (Calcite: the mean truncated toward zero); MIN, MAX, LATEST/EARLIEST_BY_OFFSET keep it; COLLECT_LIST/SET
+    collect it into an array. "" where the argument's type is not known."""
+    if name == "COUNT":
+        return "bigint"
+    if name == "AVG":
+        return argument_type if style == "flink" and argument_type in ex.INTEGRAL else "double"
+    if not argument_type:
+        return ""
+    if name == "SUM" and argument_type.startswith("decimal("):
+        return f"decimal(38,{argument_type[:-1].split(',')[1]})"
+    if name == "SUM" and argument_type == "float":
+        return "double"
+    if name in ("COLLECT_LIST", "COLLECT_SET"):
+        return f"array<{argument_type}>"
+    return argument_type
+
+
 def is_function(name: str) -> bool:
     """Whether a call of ``name`` (upper-cased as parsed) is a function a query may call."""
     return name in FUNCTIONS or name in PLANNED or name in ex.AGGREGATES or name.lower() in SPARK_FUNCTIONS

@@ -483,7 +483,7 @@ def _key_name(l: ast.Expr, r: ast.Expr) -> str:
 
 
 def _type(e: ast.Expr) -> str:
-    return e.type if isinstance(e, Ref) else ""
+    return ex.static_type(e)
 
 
 def _window(node: PlanNode):

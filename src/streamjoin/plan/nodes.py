@@ -81,6 +81,9 @@ class Filter(PlanNode):
     input: PlanNode = None  # type: ignore[assignment]
     predicate: ast.Expr = None  # type: ignore[assignment]
     where: str = "WHERE"
+    # '' (a stateless filter) or the operator keeping a table filter's state: ``table_filter`` (Kafka Streams'
+    # KTable filter: a tombstone only for a key whose previous row passed), chosen by ``table_filter_operator``
+    operator: str = ""
 
     @property
     def inputs(self):
@@ -315,6 +318,12 @@ def under_chain(node: PlanNode, kind: type) -> Optional[PlanNode]:
 def base_scan(node: PlanNode) -> Optional[Scan]:
     """The scan under a chain of single-input nodes (None when a join or union is in between)."""
     return under_chain(node, Scan)
+
+
+def table_filter_operator(node: PlanNode) -> str:
+    """The operator of a filter (WHERE, HAVING) over ``node``: ksqlDB's and Lenses' filters of a table are
+    Kafka Streams' stateful ``table_filter``; a stream's, and Flink's, are stateless ('')."""
+    return "table_filter" if node.kind == "TABLE" and naming_style(node) != "flink" else ""
 
 
 def naming_style(node: PlanNode) -> str:

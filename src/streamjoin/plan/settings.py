@@ -16,6 +16,7 @@ INGESTION_ORDER = "streamjoin.ingestion.order"  # Kafka: merge partitions by 'ti
 DATA_LOSS = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed records are gone is read again
 OFFSET_RESET = "auto.offset.reset"  # where a query without a checkpoint starts: 'earliest' (default) or 'latest'
 STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an idle key's rows
+DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
 SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
 
 READ = {  # what each setting streamjoin reads does here
@@ -27,6 +28,7 @@ READ = {  # what each setting streamjoin reads does here
     DATA_LOSS: "whether a Kafka query stops when records its checkpoint expects were deleted",
     OFFSET_RESET: "where a query without a checkpoint starts reading its inputs: earliest or latest",
     STATE_TTL: "how long a Flink regular join keeps the rows of a key with no change",
+    DEFAULT_KEY_FORMAT: "the key format of a result with key columns whose source's key format is NONE",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
     "bootstrap.servers": "the Kafka broker the script's topics are on",
     **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},

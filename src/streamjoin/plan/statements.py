@@ -17,7 +17,7 @@ from .ddl import (
     source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
-from .settings import check_setting, sink_partitions
+from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, walk
 from .values import values_records
 
@@ -209,7 +209,8 @@ class StatementPlanner:
             target = existing
         else:
             columns_out = _columns_of(plan, keys_in_value)
-            formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]))
+            default_key = str(self.catalog.properties.get(DEFAULT_KEY_FORMAT, "KAFKA")).upper()
+            formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
@@ -278,9 +279,10 @@ def _with_fields(plan: PlanNode, change) -> PlanNode:
     return replace(plan, fields=fields)
 
 
-def _inherited_formats(plan: PlanNode, style: str, value_columns: int) -> tuple[str | None, str]:
+def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_key_format: str) -> tuple[str | None, str]:
     """The (key, value) formats a new sink takes when its statement names none: ksqlDB's are those of the
-    query's left-most source (a DELIMITED stream's result stays DELIMITED); Flink's KAFKA key and JSON
+    query's left-most source (a DELIMITED stream's result stays DELIMITED; a NONE key, when the result has key
+    columns, becomes ``ksql.persistence.default.format.key``, KAFKA unless set); Flink's KAFKA key and JSON
     value. A primitive value format (KAFKA: a Lenses ``_value STRING``) is kept only for a result of one
     value column; a record is written as JSON."""
     source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
@@ -291,17 +293,20 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int) -> tuple[
         value_format = "JSON"
     if isinstance(plan, Project) and isinstance(plan.input, Repartition) and plan.input.reason == "AS _key":
         return "KAFKA", value_format  # Lenses writes the new key as the primitive it is
-    return source.key_format, value_format
+    key_format = source.key_format
+    if key_format == "NONE" and any(not plan.field(k).hidden for k in plan.key):
+        key_format = default_key_format  # ksqlDB: a result with a key is not written without one
+    return key_format, value_format
 
 
 def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:
-    cols = []
-    for f in plan.fields:
-        if f.hidden:
-            continue
-        origin = "key" if (f.id in plan.key and not keys_in_value) else "value"
-        cols.append(ColumnInfo(f.name, f.type or "string", origin, nullable=f.nullable))
-    return tuple(cols)
+    """A result's columns as its sink declares them: key columns first, in the key's order (ksqlDB's schema
+    of a GROUP BY, PARTITION BY or join result), then the value columns in the projection's order."""
+    visible = [f for f in plan.fields if not f.hidden]
+    keys = [] if keys_in_value else [plan.field(k) for k in plan.key if not plan.field(k).hidden]
+    values = [f for f in visible if f not in keys]
+    return tuple(ColumnInfo(f.name, f.type or "string", "key" if f in keys else "value", nullable=f.nullable)
+                 for f in keys + values)
 
 
 __all__ = ["StatementPlanner", "PlannedStatement", "PlannedQuery"]
