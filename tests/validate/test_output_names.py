@@ -104,8 +104,16 @@ SINKS = [
      "`id` STRING, `EXPR$1` BIGINT, `EXPR$2` INT", None),
     ("a PARTITION BY expression projected under an alias is the key",
      "CREATE STREAM OUT AS SELECT S->G AS K, ID, V FROM L PARTITION BY S->G;", "K STRING KEY, ID INT, V INT", "KAFKA"),
+    ("* under PARTITION BY: the new key, the input's values, then its old key", "CREATE STREAM OUT AS SELECT * FROM L "
+     "PARTITION BY NAME;", "NAME STRING KEY, V INT, S STRUCT<F INT, G STRING>, ID INT", "KAFKA"),
+    ("* under PARTITION BY an expression: a generated key name", "CREATE STREAM OUT AS SELECT * FROM L PARTITION BY "
+     "ABS(V);", "KSQL_COL_0 INT KEY, NAME STRING, V INT, S STRUCT<F INT, G STRING>, ID INT", "KAFKA"),
     ("a join on expressions keys by their type", "CREATE STREAM OUT AS SELECT ROWKEY AS A, L.V FROM L JOIN R "
      "WITHIN 1 MINUTE ON ABS(L.ID) = ABS(R.ID);", "A INT KEY, V INT", "KAFKA"),
+    ("* over a join on expressions only: ksqlDB's synthetic ROWKEY, typed by them, is the key",
+     "CREATE STREAM OUT AS SELECT * FROM L JOIN R WITHIN 1 MINUTE ON L.S->F = ABS(R.W);",
+     "ROWKEY INT KEY, L_ID INT, L_NAME STRING, L_V INT, L_S STRUCT<F INT, G STRING>, R_ID INT, R_NAME STRING, R_W INT, "
+     "R_KSQL_COL_0 INT", "KAFKA"),
     ("a keyed result over a NONE key gets the default key format",
      KEYLESS + "CREATE STREAM OUT AS SELECT N.ID, T.LABEL FROM N JOIN T ON N.ID = T.ID;", "N_ID INT KEY, LABEL STRING", "KAFKA"),
     ("ksql.persistence.default.format.key names that default", KEYLESS + "SET 'ksql.persistence.default.format.key' = "

@@ -125,20 +125,27 @@ def _with_condition(join: Join, joined: DataFrame) -> DataFrame:
 _WIDTHS = {"int": 32, "smallint": 16, "tinyint": 8}
 
 
-def _as_planned(df: DataFrame, fields) -> DataFrame:
+def _as_planned(df: DataFrame, node: Aggregate) -> DataFrame:
     """An aggregate's results in the types the plan gave them (``plan.functions.aggregate_type``): the operators
     sum integers as BIGINT and average as DOUBLE; SUM of an INT is an INT that wraps around as ksqlDB's and
-    Flink's do, Flink's AVG of an INT its mean truncated toward zero."""
+    Flink's do, Flink's AVG of an INT its mean truncated toward zero. ksqlDB's SUM starts at 0 (Kafka Streams'
+    aggregate initializer): over only NULLs it is 0, where SQL's (Flink's) is NULL."""
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    from_zero = naming_style(node) != "flink"
     columns = []
-    for f in fields:
-        if not f.type or f.id not in types or types[f.id] == f.type:
+    for f, call in node.aggregates:
+        if f.id not in types:
             continue
-        value = F.col(f.id)
-        if f.type in _WIDTHS and types[f.id] in ("bigint", "double"):
+        value, retyped, zero = F.col(f.id), f.type and types[f.id] != f.type, call.name == "SUM" and from_zero
+        if retyped and f.type in _WIDTHS and types[f.id] in ("bigint", "double"):
             half = 2 ** (_WIDTHS[f.type] - 1)  # two's complement wrap-around, then a cast that cannot overflow
             value = F.pmod(value.cast("bigint") + F.lit(half), F.lit(2 * half)) - F.lit(half)
-        columns.append((f.id, value.cast(f.type)))
+        if retyped:
+            value = value.cast(f.type)
+        if zero:
+            value = F.coalesce(value, F.lit(0).cast(f.type or types[f.id]))
+        if retyped or zero:
+            columns.append((f.id, value))
     return df.withColumns(dict(columns)) if columns else df
 
 
@@ -204,7 +211,7 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         return with_windows(lower(node.input, records, ctx), node.window, LATERAL_FANOUT)
     if isinstance(node, Aggregate):
         aggregated = node_operator(node).lower(node, lower(node.input, records, ctx), replace(ctx, records=records))
-        return _as_planned(aggregated, [f for f, _ in node.aggregates])
+        return _as_planned(aggregated, node)
     if isinstance(node, Join):
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)

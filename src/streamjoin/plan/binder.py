@@ -77,7 +77,8 @@ class Binder:
                 node = _filtered(node, self.bind_expr(select.where, scope))
             scope = replace(scope, node=node)
         ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
-        items = self._expand_items(select.items, scope, ksql_join)
+        ksql_partition = select.partition_by if style == "ksql" and select.result_kind is None and not ksql_join else ()
+        items = self._expand_items(select.items, scope, ksql_join, ksql_partition)
         if ksql_join:
             items = _ksql_join_column_names(items, scope)
         if select.emit == "FINAL" and select.time_window is None:
@@ -114,12 +115,15 @@ class Binder:
             node = replace(node, kind=kind)
         return node, style
 
-    def _expand_items(self, items, scope: Scope, ksql_join: bool) -> list[tuple[ast.Expr, Optional[str]]]:
+    def _expand_items(self, items, scope: Scope, ksql_join: bool, partition_by=()) -> list[tuple[ast.Expr, Optional[str]]]:
         """SELECT items with ``*`` expanded: (unbound expression, output name or None). ``*`` over several
-        inputs names each column ``ALIAS_COLUMN``, and so does ``alias.*`` in a ksqlDB join (``ksql_join``)."""
+        inputs names each column ``ALIAS_COLUMN``, and so does ``alias.*`` in a ksqlDB join (``ksql_join``).
+        ``partition_by``: a ksqlDB PARTITION BY's expressions, whose schema ``*`` selects (``_partitioned_star``)."""
         out: list[tuple[ast.Expr, Optional[str]]] = []
         for item in items:
-            if isinstance(item.expr, ast.Star):
+            if isinstance(item.expr, ast.Star) and item.expr.qualifier is None and partition_by:
+                out.extend(_partitioned_star(scope.node, partition_by))
+            elif isinstance(item.expr, ast.Star):
                 q = item.expr.qualifier
                 fields = [f for f in scope.node.fields if not f.hidden and (q is None or f.qualifier.casefold() == q.text.casefold())]
                 if q is not None and not fields:
@@ -441,6 +445,26 @@ def _aggregate_operator(input_: PlanNode, window) -> str:
     if window is not None:
         return "session_aggregate" if window.kind == "SESSION" else "window_aggregate"
     return "table_aggregate" if input_.kind == "TABLE" else "aggregate"
+
+
+def _partitioned_star(node: PlanNode, partition_by) -> list[tuple[ast.Expr, Optional[str]]]:
+    """``*`` under a ksqlDB PARTITION BY selects the repartitioned schema (``PartitionByParamsFactory``): the
+    PARTITION BY expressions (the new key: a column by its name, ``s->f`` by the field's, others by generated
+    names), then the input's value columns, then its old key columns, each column once."""
+    fields = [f for f in node.fields if not f.hidden]
+    moved = {e.name.text.casefold() for e in partition_by if isinstance(e, ast.Column)}
+    out: list[tuple[ast.Expr, Optional[str]]] = []
+    for e in partition_by:
+        if isinstance(e, ast.Column):
+            out.append((e, None))
+        elif isinstance(e, ast.Subscript) and e.field is not None:
+            out.append((e, display_name(e.field, "ksql")))
+        else:
+            out.append((e, None))
+    keys = [f for f in fields if f.id in node.key]
+    values = [f for f in fields if f.id not in node.key]
+    out += [(ast.Column(ast.Ident(f.name, True)), f.name) for f in values + keys if f.name.casefold() not in moved]
+    return out
 
 
 def _filtered(node: PlanNode, predicate: ast.Expr) -> PlanNode:

@@ -98,6 +98,10 @@ def static_type(e: ast.Expr) -> str:
             return "bigint" if "bigint" in types else "int"
         if types & {"double", "float"} and types <= set(INTEGRAL) | {"double", "float"}:
             return "double"
+    if isinstance(e, ast.Subscript):  # a struct's field, an array's element, a map's value
+        from .types import inner_type
+
+        return inner_type(static_type(e.base), e.field.text if e.field is not None else None)
     if isinstance(e, ast.Call) and e.name not in AGGREGATES:
         from .functions import call_type
 

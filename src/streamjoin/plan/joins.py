@@ -185,7 +185,9 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
         replace(f, nullable=f.nullable or nullable_right) for f in right.fields if join_type not in EXISTENCE
     )
     key_fields, equivalents = [], []
-    synthetic = join_type == "FULL" and len(pairs) == 1 and declared_by(left, "ksql") and declared_by(right, "ksql")
+    # ksqlDB's synthetic key (``LogicalPlanner.buildJoinKey``): a FULL join's, or one whose ON compares no column
+    synthetic = (len(pairs) == 1 and declared_by(left, "ksql") and declared_by(right, "ksql")
+                 and (join_type == "FULL" or not any(isinstance(e, Ref) for e in pairs[0])))
     for i, (l, r) in enumerate(pairs):
         name = synthetic_key_name(left.fields + right.fields) if synthetic else _key_name(l, r)
         kf = Field("", name, new_id(f"jk{i}"), _type(l) or _type(r), hidden=True)
@@ -466,8 +468,8 @@ def _inherited_equivalents(exprs, inputs) -> frozenset:
 
 
 def synthetic_key_name(fields) -> str:
-    """ksqlDB's name for a FULL join's key, a column of its own: ``ROWKEY``, or ``ROWKEY_n`` with the first
-    n no input column uses."""
+    """ksqlDB's name for a synthetic join key (a FULL join's, or one on expressions only), a column of its own:
+    ``ROWKEY``, or ``ROWKEY_n`` with the first n no input column uses."""
     taken = {f.name.upper() for f in fields}
     n = 0
     while (name := "ROWKEY" if n == 0 else f"ROWKEY_{n}") in taken:

@@ -147,13 +147,14 @@ class Scope:
 
 
 def synthetic_key(node: PlanNode) -> Field | None:
-    """A ksqlDB FULL join's key column (``ROWKEY`` or ``ROWKEY_n``, which no input has; ``plan.joins``), when
+    """A ksqlDB join's synthetic key column (``ROWKEY`` or ``ROWKEY_n``, which no input has; ``plan.joins``), when
     ``node`` is that join or passes its key on unchanged."""
     while not isinstance(node, Join) and len(node.inputs) == 1 and node.key == node.inputs[0].key:
         node = node.inputs[0]
-    if isinstance(node, Join) and node.join_type == "FULL" and len(node.key) == 1:
+    if isinstance(node, Join) and len(node.key) == 1:
         f = node.field(node.key[0])
-        return f if f.name.upper().startswith("ROWKEY") else None
+        inputs = {x.name.upper() for x in node.left.fields + node.right.fields}
+        return f if f.name.upper().startswith("ROWKEY") and f.name.upper() not in inputs else None
     return None
 
 

@@ -26,3 +26,34 @@ def spark_type(t: TypeName) -> str:
     if t.name == "STRUCT":
         return "struct<" + ",".join(f"`{n}`:{spark_type(ft)}" for n, ft in t.fields) + ">"
     raise StatementError(f"unknown type {t.name}", rule="unknown-type", pos=t.pos)
+
+
+def inner_type(spark: str, field: str | None = None) -> str:
+    """The type of ``field`` of a Spark struct type (matched case-insensitively), of an array's elements
+    (``field`` None), or of a map's values (``field`` None); "" when ``spark`` is none of these."""
+    lowered = spark.lower()
+    if field is None and (lowered.startswith("array<") or lowered.startswith("map<")):
+        parts = _top_level(spark[spark.index("<") + 1:-1])
+        return parts[-1].strip()
+    if field is not None and lowered.startswith("struct<"):
+        for part in _top_level(spark[len("struct<"):-1]):
+            name, _, type_ = part.partition(":")
+            if name.strip().strip("`").replace("``", "`").casefold() == field.casefold():
+                return type_.strip()
+    return ""
+
+
+def _top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside <>, () and backticks."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "`":
+            quoted = not quoted
+        elif not quoted and ch in "<(":
+            depth += 1
+        elif not quoted and ch in ">)":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
