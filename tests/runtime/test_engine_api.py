@@ -215,3 +215,18 @@ def test_a_lenses_query_over_an_undeclared_topic_runs_on_its_inferred_schema(spa
     rows = [(r.key, json.loads(r.value), r.timestamp) for r in engine.store.records("big")]
     engine.stop()
     assert rows == [(b"u1", {"user": "u1", "amount": 5.0}, 7000), (b"u3", {"user": "u3", "amount": 9.25}, 9000)]
+
+
+def test_a_stopped_query_lets_go_of_its_spark_query(spark, tmp_path):
+    """The foreachBatch function keeps the Spark query it reads observed metrics from; Spark keeps that function as
+    long as it keeps the query, so the function must let go when the query stops, or neither side's garbage collector
+    frees either (every query a process ran stayed on the driver's heap)."""
+    engine = Engine(spark, home=str(tmp_path))
+    engine.execute(DDL + "CREATE STREAM named AS SELECT sku, name FROM products;", start=False)
+    produce_inputs(engine.store, [{"topic": "products", "value": {"sku": "a", "name": "pen"}, "timestamp": 1}], engine.catalog)
+    engine.start_pending()
+    engine.process_all_available()
+    held = engine.queries[0].release.__self__  # the list the function keeps the Spark query in
+    assert len(held) == 1
+    engine.stop()
+    assert held == []

@@ -10,8 +10,9 @@ The reader is asked, per topic, for the value columns of one JSON source (the ``
 value's columns, or null where it did not decode the record. There Spark's ``from_json`` decodes it, so
 the reader only ever takes work away; what it decodes must be exactly what Spark would decode:
 - only sources whose value columns all have a type in ``PYARROW_TYPES``, which pyarrow reads with
-  Spark's rules (an INT field holding ``5.0``, ``"5"`` or ``2147483648`` is an error to both, a DOUBLE
-  takes an integer, a field of another name is ignored);
+  Spark's rules (a DOUBLE takes an integer, a field of another name is ignored); a chunk holding a value
+  pyarrow will not convert (an INT field holding ``5.0``, ``"5"`` or ``2147483648``) is left to Spark, which
+  refuses it or, for a ksqlDB source, coerces it as ksqlDB does (``lower.decode``);
 - only values that are one object on one line: the text starts with ``{``, ends with ``}``, has no line
   break, and does not name Spark's corrupt-record column;
 - records go to pyarrow in chunks of ``CHUNK`` values, one per line (and on to Spark a chunk at a time,

@@ -14,9 +14,12 @@ primitive written as text), JSON, or AVRO (turned into JSON text first: ``connec
 JSON values the source reader can decode itself (``reader_decoded``) come with a struct of the decoded
 columns (``connectors.json_decode``); Spark's ``from_json`` parses only the values the reader left.
 
+A ksqlDB source's JSON fields are coerced as ksqlDB's deserializer coerces them (``_ksql_coerced``: numbers from
+strings, an integer column a number's whole part, a STRING column any scalar's text).
+
 A record whose value does not parse or does not fit the columns (Spark's PERMISSIVE parsers fill a
-corrupt-record column), or whose single key column cannot be read, gets an error and goes to the query's
-dead letters (``connectors.dead_letters``) instead of on.
+corrupt-record column; a coerced field names itself, its value and its type), or whose single key column cannot
+be read, gets an error and goes to the query's dead letters (``connectors.dead_letters``) instead of on.
 
 A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
 columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
@@ -163,13 +166,13 @@ def _value_parser(source) -> Column:
 
 
 COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
+REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
 
 
 def coerces(source) -> bool:
     """Whether ``source``'s JSON values are read with ksqlDB's coercions (``_ksql_coerced``): a ksqlDB-declared
-    source of JSON values, Avro or Protobuf ones turned into JSON, but not a Flink changelog."""
+    source of JSON values (Avro or Protobuf ones turned into JSON too)."""
     return source.dialect == "ksql" and not source.changelog_format and source.value_format not in ("KAFKA", "DELIMITED")
-REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
 
 
 def _ksql_coerced(text: Column, columns) -> Column:

@@ -453,14 +453,8 @@ def _partitioned_star(node: PlanNode, partition_by) -> list[tuple[ast.Expr, Opti
     names), then the input's value columns, then its old key columns, each column once."""
     fields = [f for f in node.fields if not f.hidden]
     moved = {e.name.text.casefold() for e in partition_by if isinstance(e, ast.Column)}
-    out: list[tuple[ast.Expr, Optional[str]]] = []
-    for e in partition_by:
-        if isinstance(e, ast.Column):
-            out.append((e, None))
-        elif isinstance(e, ast.Subscript) and e.field is not None:
-            out.append((e, display_name(e.field, "ksql")))
-        else:
-            out.append((e, None))
+    out = [(e, display_name(e.field, "ksql") if isinstance(e, ast.Subscript) and e.field is not None else None)
+           for e in partition_by]
     keys = [f for f in fields if f.id in node.key]
     values = [f for f in fields if f.id not in node.key]
     out += [(ast.Column(ast.Ident(f.name, True)), f.name) for f in values + keys if f.name.casefold() not in moved]

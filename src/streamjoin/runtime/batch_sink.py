@@ -10,6 +10,10 @@ from .observed_drops import ObservedDrops
 
 
 def sink_function(write: Callable, letters: list[DeadLetters], drops: ObservedDrops, spark, query_name: str) -> Callable:
+    """The function, and its ``release()``: called when the query stops, it drops the function's hold on the
+    Spark query. Spark keeps this function (a Python object) for as long as it keeps the query, and the function
+    kept the query: neither side's garbage collector could free the pair, and every query a process ever ran,
+    with its last plans, stayed on the driver's heap (a thousand conformance cases filled 1 GB)."""
     running = []  # the Spark query, found by name at its first batch (a lookup costs a round trip per query)
 
     def write_batch(batch, batch_id: int) -> None:
@@ -23,4 +27,5 @@ def sink_function(write: Callable, letters: list[DeadLetters], drops: ObservedDr
             dead_letters.write_observed(observed)
         drops.record(observed, batch_id)
 
+    write_batch.release = running.clear
     return write_batch

@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -57,6 +58,7 @@ class RunningQuery:
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
     value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
     key_writer: str | None = None  # an AVRO-keyed sink's key schema: lower.sink.key_writer
+    release: Callable[[], None] | None = None  # lets go of the Spark query (``runtime.batch_sink.sink_function``)
 
     def rows_written(self) -> int:
         return getattr(self.writer, "rows_written", 0)
@@ -74,9 +76,9 @@ class RunningQuery:
 
     def stop(self) -> None:
         self.spark_query.stop()
-        close = getattr(self.writer, "close", None)
-        if close is not None:
-            close()
+        for done in (getattr(self.writer, "close", None), self.release):
+            if done is not None:
+                done()
 
 
 @dataclass
@@ -270,9 +272,10 @@ class Engine:
         else:
             write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
         name = self.query_name_prefix + planned.query_id
+        batch_function = sink_function(write, letters, drops, self.spark, name)
         writer = (
             result.writeStream.queryName(name)
-            .foreachBatch(sink_function(write, letters, drops, self.spark, name))
+            .foreachBatch(batch_function)
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
@@ -281,7 +284,8 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         query = writer.start()
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, dead_letter_topic, write, value_writer(sink, lowered), key_writer(sink, lowered))
+                            self.store, dead_letter_topic, write, value_writer(sink, lowered), key_writer(sink, lowered),
+                            batch_function.release)
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
