@@ -90,6 +90,7 @@ CASES_OF_NAMES = [  # (value, what the reader hands on) for a topic "t" with col
     (b'{"b": 1, "B": 3}', b'{"b": 1, "B": 3}'),  # the exact name is there: it wins, nothing to rename
     (b'{"b": 1, "B": 3, "CC": 4}', b'{"B": 3, "cc": 4}'),  # renamed, and the exact name wins
     (b'{"b": 1, "other": {"b": 2}}', b'{"B": 1, "other": {"b": 2}}'),  # a nested field is not a column
+    (b'{"s": {"town": "x", "Deep": {"z": 1}}}', b'{"S": {"TOWN": "x", "DEEP": {"Z": 1}}}'),  # a STRUCT's fields too
     (b'["b"]', b'["b"]'),  # no object: left to the decoders' errors
     (b'{"b": oops', b'{"b": oops'),
     (None, None),
@@ -99,5 +100,5 @@ CASES_OF_NAMES = [  # (value, what the reader hands on) for a topic "t" with col
 def test_field_names_match_columns_in_any_case():
     values = pa.array([v for v, _ in CASES_OF_NAMES] + [b'{"b": 1}'], pa.binary())
     topics = pa.array(["t"] * len(CASES_OF_NAMES) + ["u"])  # topic u has no JSON columns declared
-    out = canonical_names(topics, values, {"t": ["B", "cc"]}).to_pylist()
+    out = canonical_names(topics, values, {"t": {"B": None, "cc": None, "S": {"TOWN": None, "DEEP": {"Z": None}}}}).to_pylist()
     assert out == [w for _, w in CASES_OF_NAMES] + [b'{"b": 1}']

@@ -151,6 +151,28 @@ def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, col
     assert run(both, frame, [])[1][1][0]["rows"] == len(final_groups(frame))  # an emptied group leaves state
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_kafka_streams_keeps_a_group_its_rows_left_at_count_zero(seed):
+    """ksqlDB's table aggregation: a group emptied by its rows leaving writes COUNT 0 and stays; the rest as above."""
+    rows = as_step(table_aggregate.row_step(["__rk0"], ["g", "__arg0"], ["__rk0"]))
+    groups = as_step(table_aggregate.group_step(["g"], ["g"], TABLE_SPECS, [], TABLE_OUT, keep_empty=True))
+
+    def both(state, batch):
+        events, row_state = rows(state and state[0], batch)
+        out, group_state = groups(state and state[1], events)
+        return out, (row_state, group_state)
+
+    frame = table_changes(seed)
+    whole, state = run(both, frame, [])
+    assert run(both, frame, list(range(1, len(frame))))[0] == whole
+    assert not any(row[-1] for row in whole)  # no tombstone
+    latest = {row[0]: row[1:4] for row in whole}
+    live = final_groups(frame)
+    assert {g: v for g, v in latest.items() if g in live} == live
+    assert all(latest[g][0] == 0 for g in latest if g not in live)  # an emptied group: COUNT 0
+    assert state[1][0]["rows"] == len(latest)  # every group that had a row stays
+
+
 def test_ksqldb_drops_a_record_whose_group_is_null_and_counts_it():
     step = as_step(aggregate.bucket_step(["g"], ["g"], SPECS, ["__arg0"], OUT, drop_null_groups=True))
     frame = stream_input(0)

@@ -49,8 +49,8 @@ def decoded_column(topic: str) -> str:
 @dataclass(frozen=True)
 class DecodePlan:
     """What the reader does to JSON values: ``structs``, ``(topic, struct type)`` per topic it decodes, in
-    column order; ``names``, topic -> the value columns of every JSON topic, whose field names it matches
-    case-insensitively (``canonical_names``)."""
+    column order; ``names``, topic -> the value columns of every JSON topic (column -> its STRUCT's field tree),
+    whose field names it matches case-insensitively (``canonical_names``)."""
 
     structs: tuple = ()
     names: dict = field(default_factory=dict)
@@ -93,10 +93,11 @@ def with_decoded(rows: pa.Table, plan: DecodePlan) -> Iterator[pa.RecordBatch]:
 
 
 def canonical_names(topic: pa.Array, value: pa.Array, names: dict) -> pa.Array:
-    """JSON values whose fields name a column in another case (``{"b": 1}`` for column ``B``) written again with
-    the column's own name, as ksqlDB reads JSON (case-insensitively); everything else as it is. A value that
-    names each column exactly (the usual case) costs a substring test per column; only one that misses a
-    column's exact name and has it in another case is parsed, in Python."""
+    """JSON values whose fields name a column in another case (``{"b": 1}`` for column ``B``, and inside a
+    STRUCT column its fields: ``names`` maps topic -> column -> field tree, ``lower.decode.json_columns``)
+    written again with the column's own names, as ksqlDB reads JSON (case-insensitively); everything else as it
+    is. A value that names each column exactly (the usual case) costs a substring test per name; only one that
+    misses a name's exact spelling and has it in another case is parsed, in Python."""
     if not names or not len(value):
         return value
     odd = np.zeros(len(value), dtype=bool)
@@ -104,7 +105,7 @@ def canonical_names(topic: pa.Array, value: pa.Array, names: dict) -> pa.Array:
         of_topic = pc.fill_null(pc.equal(topic, t), False)
         if not pc.any(of_topic).as_py():
             continue
-        for column in columns:
+        for column in _every_name(columns):
             quoted = json.dumps(column)
             other_case = pc.and_not(pc.match_substring(value, quoted, ignore_case=True), pc.match_substring(value, quoted))
             odd |= pc.fill_null(pc.and_(of_topic, other_case), False).to_numpy(zero_copy_only=False)
@@ -117,22 +118,33 @@ def canonical_names(topic: pa.Array, value: pa.Array, names: dict) -> pa.Array:
     return pa.array(texts, value.type)
 
 
-def _renamed(text: bytes, columns: list[str]) -> bytes:
-    """A JSON object with each field that names a column in another case renamed to the column (a field of
-    the exact name wins); a value that is no JSON object is left to the decoders' errors."""
+def _every_name(tree: dict) -> set:
+    """Every column and nested field name of a field tree."""
+    return set(tree) | {n for sub in tree.values() if sub for n in _every_name(sub)}
+
+
+def _renamed(text: bytes, columns: dict) -> bytes:
+    """A JSON object with each field that names a column (or, inside a STRUCT column, a field of it) in another
+    case renamed to it (a field of the exact name wins); a value that is no JSON object is left to the decoders'
+    errors."""
     try:
         obj = json.loads(text)
     except ValueError:
         return text
     if not isinstance(obj, dict):
         return text
-    canonical = {c.casefold(): c for c in columns}
+    return json.dumps(_canonical(obj, columns)).encode()
+
+
+def _canonical(obj: dict, tree: dict) -> dict:
+    canonical = {c.casefold(): c for c in tree}
     out: dict = {}
     for key, v in obj.items():
         name = canonical.get(key.casefold(), key)
         if name not in out or key == name:
-            out[name] = v
-    return json.dumps(out).encode()
+            nested = tree.get(name)
+            out[name] = _canonical(v, nested) if nested and isinstance(v, dict) else v
+    return out
 
 
 def decode_columns(topic: pa.Array, value: pa.Array, plan) -> list[pa.Array]:

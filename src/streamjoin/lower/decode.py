@@ -42,6 +42,7 @@ from ..connectors.formats import (
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
+from ..plan.types import struct_fields
 from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
 from .expressions import compile_expr
 
@@ -121,16 +122,24 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
             if len(kinds) == 1 and None not in kinds]
 
 
-def json_columns(scans: list[Scan]) -> dict[str, list[str]]:
-    """Topic -> the value columns of the JSON sources that read it, whose field names the source reader
-    matches case-insensitively (``connectors.json_decode.canonical_names``), as ksqlDB reads JSON."""
+def json_columns(scans: list[Scan]) -> dict[str, dict]:
+    """Topic -> the value columns of the JSON sources that read it, as a tree (column -> its STRUCT's fields, the
+    same way down, or None), whose field names the source reader matches case-insensitively at every depth
+    (``connectors.json_decode.canonical_names``), as ksqlDB reads JSON."""
     names: dict = {}
     for scan in scans:
         source = scan.source
         if source.value_format == "JSON" and not source.changelog_format:
-            columns = names.setdefault(source.topic, [])
-            columns += [c.name for c in source.columns if c.origin == "value" and c.name not in columns]
+            columns = names.setdefault(source.topic, {})
+            for c in source.columns:
+                if c.origin == "value" and c.name not in columns:
+                    columns[c.name] = _field_tree(c.type)
     return names
+
+
+def _field_tree(spark_type: str) -> Optional[dict]:
+    fields = struct_fields(spark_type)
+    return {name: _field_tree(type_) for name, type_ in fields} if fields else None
 
 
 def _decoded_by_reader(source, otherwise: Column) -> Column:
@@ -322,6 +331,8 @@ def _key_column(source, col, multi: bool) -> Column:
     if key_format == "JSON" or multi:
         parsed = F.from_json(text, f"`{col.name}` {col.type}", JSON_READ_OPTIONS).getField(col.name)
         scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_READ_OPTIONS).getField("v")
+        if not multi and source.style != "flink" and col.type.lower().startswith(("struct", "map")):
+            return scalar  # ksqlDB writes a single key unwrapped: an object is the STRUCT (or MAP) itself
         return F.when(text.startswith("{"), parsed).otherwise(scalar)
     return text.cast(col.type)
 

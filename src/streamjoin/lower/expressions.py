@@ -37,6 +37,8 @@ def compile_expr(e: ast.Expr) -> Column:
         # SQLstream's); exact through DECIMAL(38,0); by zero: NULL
         exact = compile_expr(e.left).cast("decimal(38,0)") / compile_expr(e.right).cast("decimal(38,0)")
         return exact.cast(static_type(e))
+    if isinstance(e, ast.BinaryOp) and e.op == "+" and static_type(e) == "string":  # ksqlDB: + joins strings
+        return F.concat(compile_expr(e.left).cast("string"), compile_expr(e.right).cast("string"))
     if isinstance(e, ast.BinaryOp):
         return _BINARY[e.op](compile_expr(e.left), compile_expr(e.right))
     if isinstance(e, ast.UnaryOp):

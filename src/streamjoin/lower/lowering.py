@@ -129,14 +129,15 @@ def _as_planned(df: DataFrame, node: Aggregate) -> DataFrame:
     """An aggregate's results in the types the plan gave them (``plan.functions.aggregate_type``): the operators
     sum integers as BIGINT and average as DOUBLE; SUM of an INT is an INT that wraps around as ksqlDB's and
     Flink's do, Flink's AVG of an INT its mean truncated toward zero. ksqlDB's SUM starts at 0 (Kafka Streams'
-    aggregate initializer): over only NULLs it is 0, where SQL's (Flink's) is NULL."""
+    aggregate initializer) and its AVG of no values is 0.0 (``AverageUdaf``): over only NULLs, or a table group
+    its rows all left, they are 0, where SQL's (Flink's) are NULL."""
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     from_zero = naming_style(node) != "flink"
     columns = []
     for f, call in node.aggregates:
         if f.id not in types:
             continue
-        value, retyped, zero = F.col(f.id), f.type and types[f.id] != f.type, call.name == "SUM" and from_zero
+        value, retyped, zero = F.col(f.id), f.type and types[f.id] != f.type, call.name in ("SUM", "AVG") and from_zero
         if retyped and f.type in _WIDTHS and types[f.id] in ("bigint", "double"):
             half = 2 ** (_WIDTHS[f.type] - 1)  # two's complement wrap-around, then a cast that cannot overflow
             value = F.pmod(value.cast("bigint") + F.lit(half), F.lit(2 * half)) - F.lit(half)

@@ -304,22 +304,34 @@ def unpacked_table(blobs: list):
 
 
 def as_frame(table, columns: list[str]) -> "pd.DataFrame":
-    """A bucket's rows as one frame named ``columns``. An array value becomes a tuple, so that it can be a
-    join or grouping key (compared and hashed); the worker writes a tuple back as an array."""
+    """A bucket's rows as one frame named ``columns``. An array value becomes a tuple and a struct value a
+    ``Row``, so that either can be a join or grouping key (compared and hashed); the worker writes a tuple back
+    as an array and a ``Row`` (a dict) as a struct."""
     import pyarrow as pa
 
     frame = table.to_pandas().set_axis(columns, axis=1)
     for name, field in zip(columns, table.schema):
-        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
-            frame[name] = [_tuple(v) for v in frame[name]]
+        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_struct(field.type):
+            frame[name] = [_hashable(v) for v in frame[name]]
     return frame
 
 
-def _tuple(value):
-    """An array (a numpy array, nested ones too) as a tuple; None stays None."""
-    if value is None:
-        return None
-    return tuple(_tuple(v) if hasattr(v, "__len__") and not isinstance(v, (str, bytes, dict)) else v for v in value)
+class Row(dict):
+    """A struct value that can be hashed (its fields are hashable: ``_hashable``)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+def _hashable(value):
+    """An array (a numpy array, nested ones too) as a tuple, a struct (a dict) as a ``Row``; None stays None."""
+    if value is None or isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, dict):
+        return Row((k, _hashable(v)) for k, v in value.items())
+    if hasattr(value, "__len__"):
+        return tuple(_hashable(v) for v in value)
+    return value
 
 
 def _ipc(table) -> bytes:

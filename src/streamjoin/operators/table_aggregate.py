@@ -3,8 +3,9 @@
 Semantics: every row of the input table counts once, in the group its current values put it in. A change
 of a row takes its previous values out of their group and adds its new values to their group; a tombstone
 only takes them out. After each input change every group it touched emits its new aggregate values — one
-update when the row stayed in its group — and a group left with no rows emits a tombstone (the result is a
-table: a group without rows does not exist). Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM,
+update when the row stayed in its group. A group left with no rows stays, with the aggregates of no rows (COUNT
+0), as Kafka Streams' table aggregation keeps it (ksqlDB, Lenses: its count.json "count table" writes 0; users
+write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist). Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM,
 AVG, MIN and MAX (the last three keep a multiset of values per group).
 
 Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
@@ -17,12 +18,13 @@ Algorithm: two keyed stages, each over state buckets (``operators.state.run_segm
    counts in no group (dropped and counted; Flink keeps a NULL group).
 
 State (per bucket, segmented, as a table log: ``state.log_changes``): stage 1 the group and arguments of
-every live input row, removed by its tombstone; stage 2 the accumulators of every group with at least one
-row, removed when its last row leaves. A batch reads and writes the rows and groups it touches.
+every live input row, removed by its tombstone; stage 2 the accumulators of every group that has had a row,
+removed when its last row leaves (Flink) or never (Kafka Streams). A batch reads and writes the rows and groups it touches.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from collections import Counter
 from typing import Any
 
@@ -52,11 +54,18 @@ STATE = DeclaredState(
           "a row (stage 2)",
     segments="chunks of each stage's change log",
     purged="an input row at its tombstone; a group when its last row leaves")
+KAFKA_STREAMS_STATE = replace(STATE, keeps=STATE.keeps.replace("with a row", "that has had a row"),
+                              purged="an input row at its tombstone; a group never (it stays at COUNT 0, as in ksqlDB)")
+
+
+def _keeps_empty_groups(node: Aggregate) -> bool:
+    """Kafka Streams' table aggregation (ksqlDB, Lenses) keeps a group its last row left; Flink's deletes it."""
+    return naming_style(node) != "flink"
 
 
 class TableAggregate:
     def state(self, node: Aggregate) -> DeclaredState:
-        return STATE
+        return KAFKA_STREAMS_STATE if _keeps_empty_groups(node) else STATE
 
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         for f, call in node.aggregates:
@@ -85,7 +94,7 @@ class TableAggregate:
         keys = groups or [GLOBAL]
         events = bucketed(events, keys, ctx.time_buckets)
         step = group_step(keys, groups, specs, integral_columns(events, keys), out_schema.fieldNames(),
-                          drop_null_groups=naming_style(node) != "flink")
+                          drop_null_groups=naming_style(node) != "flink", keep_empty=_keeps_empty_groups(node))
         return run_segmented(events, BUCKET, step, out_schema)
 
 
@@ -119,9 +128,11 @@ def row_step(row_key: list[str], carried: list[str], integral: list[str]):
 
 
 def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str],
-               drop_null_groups: bool = False):
+               drop_null_groups: bool = False, keep_empty: bool = False):
     """Stage 2, per bucket of groups: undoable accumulators; one output per input change and group.
-    ``drop_null_groups``: an event for a null group is dropped and counted (``null_key``), as ksqlDB does."""
+    ``drop_null_groups``: an event for a null group is dropped and counted (``null_key``), as ksqlDB does;
+    ``keep_empty``: a group its last row left emits the aggregates of no rows and stays (Kafka Streams), rather
+    than a tombstone."""
     def step(meta, events: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         if drop_null_groups and groups:
@@ -145,7 +156,7 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
                 _apply(s, acc, _scalar(values[j]) if values is not None else 1, signs[j])
             if j + 1 < len(codes) and codes[j + 1] == g and order[j + 1] == order[j]:
                 continue  # the same change also adds to this group: one update after both
-            alive = state["rows"] > 0
+            alive = state["rows"] > 0 or keep_empty
             out_rows.append(j)
             results.append([_result(s, acc) if alive else None for s, acc in zip(specs, state["accs"])] + [not alive])
             if not alive:
@@ -154,7 +165,7 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
         out = pd.DataFrame(results, columns=[s.out for s in specs] + [TOMBSTONE])
         for c in groups + [ROWTIME, SEQ, SUB]:
             out[c] = picked[c].to_numpy()
-        changes = heads[keys].assign(**{ACCUMULATORS: saved, GONE: [state["rows"] <= 0 for state in saved]})
+        changes = heads[keys].assign(**{ACCUMULATORS: saved, GONE: [state["rows"] <= 0 and not keep_empty for state in saved]})
         table = apply_changes(meta["table"], segments, store, changes, keys)
         meta["rows"] = len(table)
         return out[out_names], meta

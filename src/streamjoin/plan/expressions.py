@@ -78,7 +78,8 @@ _ARITHMETIC = ("+", "-", "*", "/", "%")
 def static_type(e: ast.Expr) -> str:
     """The Spark type of ``e`` where the plan knows it without Spark: a resolved column's, a literal's, a CAST's,
     and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a DOUBLE or
-    FLOAT it is DOUBLE); "" where it does not."""
+    FLOAT it is DOUBLE; ``+`` with a string is a string: ksqlDB concatenates), calls whose signature fixes their
+    type (``functions.call_type``), struct fields; "" where it does not."""
     from .nodes import Ref
     from .types import spark_type
 
@@ -94,6 +95,8 @@ def static_type(e: ast.Expr) -> str:
         return static_type(e.operand)
     if isinstance(e, ast.BinaryOp) and e.op in _ARITHMETIC:
         types = {static_type(e.left), static_type(e.right)}
+        if e.op == "+" and "string" in types:  # ksqlDB's + of strings concatenates them
+            return "string"
         if types <= set(INTEGRAL):
             return "bigint" if "bigint" in types else "int"
         if types & {"double", "float"} and types <= set(INTEGRAL) | {"double", "float"}:

@@ -28,6 +28,17 @@ def spark_type(t: TypeName) -> str:
     raise StatementError(f"unknown type {t.name}", rule="unknown-type", pos=t.pos)
 
 
+def struct_fields(spark: str) -> list[tuple[str, str]]:
+    """(name, type) of each field of a Spark struct type; [] for any other type."""
+    if not spark.lower().startswith("struct<"):
+        return []
+    fields = []
+    for part in _top_level(spark[len("struct<"):-1]):
+        name, _, type_ = part.partition(":")
+        fields.append((name.strip().strip("`").replace("``", "`"), type_.strip()))
+    return fields
+
+
 def inner_type(spark: str, field: str | None = None) -> str:
     """The type of ``field`` of a Spark struct type (matched case-insensitively), of an array's elements
     (``field`` None), or of a map's values (``field`` None); "" when ``spark`` is none of these."""
@@ -35,11 +46,8 @@ def inner_type(spark: str, field: str | None = None) -> str:
     if field is None and (lowered.startswith("array<") or lowered.startswith("map<")):
         parts = _top_level(spark[spark.index("<") + 1:-1])
         return parts[-1].strip()
-    if field is not None and lowered.startswith("struct<"):
-        for part in _top_level(spark[len("struct<"):-1]):
-            name, _, type_ = part.partition(":")
-            if name.strip().strip("`").replace("``", "`").casefold() == field.casefold():
-                return type_.strip()
+    if field is not None:
+        return next((type_ for name, type_ in struct_fields(spark) if name.casefold() == field.casefold()), "")
     return ""
 
 
