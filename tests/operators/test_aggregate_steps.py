@@ -128,17 +128,23 @@ def final_groups(frame: pd.DataFrame) -> dict:
                 rows["__arg0"].min() if rows["__arg0"].notna().any() else None) for g, rows in live.groupby("g")}
 
 
-@pytest.mark.parametrize("cold", [False, True], ids=["cached state", "state replayed from its log"])
-@pytest.mark.parametrize("seed", range(3))
-def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, cold):
+def table_aggregate_steps(cold: bool = False, keep_empty: bool = False):
+    """The table aggregate's two stages as one step: rows → retract/add events → groups."""
     rows = as_step(table_aggregate.row_step(["__rk0"], ["g", "__arg0"], ["__rk0"]), cold)
-    groups = as_step(table_aggregate.group_step(["g"], ["g"], TABLE_SPECS, [], TABLE_OUT), cold)
+    groups = as_step(table_aggregate.group_step(["g"], ["g"], TABLE_SPECS, [], TABLE_OUT, keep_empty=keep_empty), cold)
 
     def both(state, batch):
         events, row_state = rows(state and state[0], batch)
         out, group_state = groups(state and state[1], events)
         return out, (row_state, group_state)
 
+    return both
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["cached state", "state replayed from its log"])
+@pytest.mark.parametrize("seed", range(3))
+def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, cold):
+    both = table_aggregate_steps(cold)
     frame = table_changes(seed)
     whole, _ = run(both, frame, [])
     rng = random.Random(seed)
@@ -154,14 +160,7 @@ def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, col
 @pytest.mark.parametrize("seed", range(3))
 def test_kafka_streams_keeps_a_group_its_rows_left_at_count_zero(seed):
     """ksqlDB's table aggregation: a group emptied by its rows leaving writes COUNT 0 and stays; the rest as above."""
-    rows = as_step(table_aggregate.row_step(["__rk0"], ["g", "__arg0"], ["__rk0"]))
-    groups = as_step(table_aggregate.group_step(["g"], ["g"], TABLE_SPECS, [], TABLE_OUT, keep_empty=True))
-
-    def both(state, batch):
-        events, row_state = rows(state and state[0], batch)
-        out, group_state = groups(state and state[1], events)
-        return out, (row_state, group_state)
-
+    both = table_aggregate_steps(keep_empty=True)
     frame = table_changes(seed)
     whole, state = run(both, frame, [])
     assert run(both, frame, list(range(1, len(frame))))[0] == whole

@@ -9,9 +9,9 @@ rows are sorted by ingestion order; whether a row's predecessor passed is the st
 key's first row in the batch and the previous row's result after that, so the output does not depend on how
 input is cut into micro-batches.
 
-State (per bucket, segmented: ``operators.state``): the keys (with a windowed table's window) whose last row passed, as a log of change
-chunks (``state.new_table_log``); a batch reads and writes only its own keys' entries. Purged: a key leaves
-when its row fails or is deleted.
+State (per bucket, segmented: ``operators.state``): the keys (with a windowed table's window) whose last row
+passed, as a log of change chunks (``state.new_table_log``); a batch reads and writes only its own keys'
+entries. Purged: a key leaves when its row fails or is deleted.
 """
 from __future__ import annotations
 
