@@ -157,12 +157,16 @@ def table_changes(seed: int, n: int = 80):
 VALUES_IN_ORDER = ast.BinaryOp("<", Ref("lv", "string"), Ref("rv", "string"))
 
 
-def regular_run(changes, cuts, join_type, cold=False, condition=None):
+def regular_run(changes, cuts, join_type, cold=False, condition=None, kinds="TT"):
+    """``changes`` through both stages of a regular join, cut at ``cuts``, into an upsert sink keyed by both rows'
+    identities. ``kinds``: each side a table ("T": a change upserts or deletes its primary key's row) or a stream
+    ("S": every change but a delete appends a row of its own)."""
     cols = {0: ["lpk", "lv"], 1: ["rpk", "rv"]}
     versions = {side: as_step(regular._versions_step(cols[side], ["__k0"], None, cols[side] + [
         "__k0", SIDE, OK, regular.RETRACT, regular.ROW_ID, ROWTIME, SEQ, SUB, STREAM_TIME]), cold) for side in (0, 1)}
-    out_names = ["lpk", "lv", "rpk", "rv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME, "_tombstone"]
-    join = as_step(regular._join_step(["__k0"], cols[0], cols[1], ["jk"], [("pk", ["lpk"]), ("pk", ["rpk"])], join_type,
+    identities = [("pk", [cols[s][0]]) if kinds[s] == "T" else ("row", f"__row{s}") for s in (0, 1)]
+    out_names = ["lpk", "lv", "rpk", "rv", "jk", "__row0", "__row1", ROWTIME, SEQ, SUB, STREAM_TIME, "_tombstone"]
+    join = as_step(regular._join_step(["__k0"], cols[0], cols[1], ["jk"], identities, join_type,
                                       None, out_names, condition and compile_condition(condition)), cold)
     states, join_state, written = {0: None, 1: None}, None, {}
     bounds = [0] + sorted(cuts) + [len(changes)]
@@ -173,26 +177,41 @@ def regular_run(changes, cuts, join_type, cold=False, condition=None):
                      SIDE: side, OK: True, DELETE: delete, regular.ROW_ID: f'["{pk}"]', ROWTIME: i, SEQ: i, SUB: 0,
                      STREAM_TIME: i}
                     for i, (s, pk, key, delete, value) in enumerate(changes[a:b], start=a) if s == side]
-            if rows:
+            if kinds[side] == "S":  # as ``regular._changes`` makes a stream's records: inserts with their own identity
+                rows = [dict(r, **{regular.RETRACT: False, regular.ROW_ID: f"{r[SEQ]}:0", SUB: 1})
+                        for r in rows if not r.pop(DELETE)]
+                if rows:
+                    messages.append(pd.DataFrame(rows))
+            elif rows:
                 out, states[side] = versions[side](states[side], pd.DataFrame(rows))
                 messages.append(out)
+        if not messages:
+            continue
         out, join_state = join(join_state, pd.concat(messages, ignore_index=True))
-        for rec in out.sort_values([SEQ, SUB]).to_dict("records"):  # an upsert sink keyed by both primary keys
-            key = (rec["lpk"] if isinstance(rec["lpk"], str) else None, rec["rpk"] if isinstance(rec["rpk"], str) else None)
-            if rec["_tombstone"]:
+        for rec in out.sort_values([SEQ, SUB]).to_dict("records"):  # an upsert sink keyed by both rows' identities
+            key = tuple(_text(rec[f"__row{s}"] if kinds[s] == "S" else rec[cols[s][0]]) for s in (0, 1))
+            if rec["_tombstone"] is True or rec["_tombstone"] == 1:  # (absent from a stream's rows: NaN)
                 assert key in written, f"tombstone for a result never written: {key}"
                 del written[key]
             else:
-                written[key] = (rec["lv"] if isinstance(rec["lv"], str) else None, rec["rv"] if isinstance(rec["rv"], str) else None)
+                written[key] = (_text(rec["lv"]), _text(rec["rv"]))
     return written
 
 
-def final_join(changes, join_type, condition=False):
+def _text(value):
+    return value if isinstance(value, str) else None
+
+
+def final_join(changes, join_type, condition=False, kinds="TT"):
     """The join of the final tables: pairs with equal keys (and, with ``condition``, values in order); on a
-    preserved side, each row that pairs with nothing."""
+    preserved side, each row that pairs with nothing. A stream side's table holds every record appended."""
     tables = {0: {}, 1: {}}
-    for side, pk, key, delete, value in changes:
-        tables[side].pop(pk, None) if delete else tables[side].__setitem__(pk, (key, value))
+    for i, (side, pk, key, delete, value) in enumerate(changes):
+        if kinds[side] == "S":
+            if not delete:
+                tables[side][f"{i}:0"] = (key, value)
+        else:
+            tables[side].pop(pk, None) if delete else tables[side].__setitem__(pk, (key, value))
 
     def pair(left, right):
         return left[0] == right[0] and (not condition or left[1] < right[1])
@@ -218,6 +237,19 @@ def test_regular_join_changelog_materialises_the_join_of_the_final_tables(join_t
     if not cold:  # (replaying the log every batch is slow to drive one record at a time)
         assert regular_run(changes, [], join_type) == expected
         assert regular_run(changes, list(range(1, len(changes))), join_type) == expected
+
+
+@pytest.mark.parametrize("kinds", ["ST", "TS", "SS"], ids=["stream-table", "table-stream", "stream-stream"])
+@pytest.mark.parametrize("join_type", ["INNER", "LEFT", "RIGHT", "FULL", "SEMI", "ANTI"])
+def test_a_regular_join_with_stream_inputs_materialises_the_join_of_every_record(join_type, kinds):
+    """A stream side is a table that only grows, each record a row of its own identity: whatever the cuts, the
+    changelog (a stream side's rows keyed by their record) holds the join of every record with the final table,
+    with and without ON's further condition."""
+    changes = table_changes(4)
+    for condition in (None, VALUES_IN_ORDER):
+        expected = final_join(changes, join_type, condition is not None, kinds)
+        for cuts in ([], random.Random(4).sample(range(1, len(changes)), 9)):
+            assert regular_run(changes, cuts, join_type, condition=condition, kinds=kinds) == expected
 
 
 @pytest.mark.parametrize("seed", range(3))

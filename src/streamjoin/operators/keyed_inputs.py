@@ -133,6 +133,19 @@ def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.n
     return out
 
 
+def key_codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """A number per distinct key of ``frame`` (NULLs a key of their own), for each row."""
+    if not keys:
+        return np.zeros(len(frame), np.int64)
+    return frame.groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
+
+
+def previous_row(codes: np.ndarray) -> np.ndarray:
+    """For each row, the position of the row before it with the same code (``key_codes``), or -1."""
+    before = pd.Series(np.arange(len(codes))).groupby(codes, sort=False).shift(1).to_numpy()
+    return np.where(np.isnan(before), -1, before).astype(np.int64)
+
+
 def count_dropped(saved: dict, reason: str, n: int) -> None:
     """Add ``n`` to the operator's count of records dropped for ``reason`` (read by ``runtime.metrics``)."""
     dropped = saved.setdefault("dropped", {})

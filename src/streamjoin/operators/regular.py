@@ -25,7 +25,9 @@ the results it produced — as in Flink.
 Algorithm: a table side whose rows may change their join key first goes through a stage keyed by its
 primary key that turns each change into "retract the old row" (routed to the old join key) and "insert the
 new row". The second stage is keyed by a hash bucket of the join key and applies the changes of both sides
-in ingestion order, record at a time.
+in ingestion order: defined record at a time, computed for the whole batch at once (``_join_step``: every
+message's partners found by one merge on the join key, not a Python loop per record). Its work is what the
+record-at-a-time definition reads: each message against the rows of its join key.
 
 State (per bucket, segmented: ``operators.state``; each stage a table log, ``state.log_changes``): stage 1 —
 per primary key, the row's current values and join key; stage 2 — per stored row (``ENTRY``: its side and
@@ -48,7 +50,8 @@ from ..plan.nodes import EXISTENCE, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, J
 from ..plan.settings import STATE_TTL
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_names, payload, restore_integers, tag_side, take,
+    BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_codes, key_names, payload, previous_row,
+    restore_integers, tag_side, take,
 )
 from .pair_condition import compile_condition, supported
 from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
@@ -160,9 +163,9 @@ def _versions_step(cols, keys, ttl, out_names):
         rows[CLOCK] = clock_values(rows[STREAM_TIME])
         stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
         ids = rows[ROW_ID].to_numpy()
-        before = pd.Series(np.arange(len(rows))).groupby(ids, sort=False).shift(1).to_numpy()
-        in_batch = ~np.isnan(before)
-        before = np.where(in_batch, before, 0).astype(np.int64)
+        before = previous_row(ids)
+        in_batch = before >= 0
+        before = np.maximum(before, 0)
         at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(rows), -1)
         deletes = rows[DELETE].to_numpy(dtype=bool)
         had = np.where(in_batch, ~deletes[before], at >= 0)  # a previous version exists
@@ -205,177 +208,229 @@ def _save(meta, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys, clo
     meta["rows"] = len(table)
 
 
-def _meta(rec, sub):
-    return {ROWTIME: rec[ROWTIME], SEQ: rec[SEQ], SUB: sub, STREAM_TIME: rec[STREAM_TIME]}
-
-
 def _clock(value) -> int:
     return int(clock_values([value])[0])
 
 
-def _alive(last_change: int, clock: int, ttl) -> bool:
-    """Whether a row last changed at ``last_change`` is still kept when the clock reads ``clock``."""
-    return ttl is None or clock == NO_TIME or last_change >= clock - ttl
+class _Versions:
+    """The stored rows a batch reads and the rows it inserts, as *versions* of input rows: each lives from its
+    insert message (stored ones from before the batch: -1) until the message that retracts it (or, a row
+    written again without a retraction, just after the message that overwrites it: +0.5). Columns are numpy
+    arrays indexed by version number; the stored versions come first, then the inserts in message order (the
+    order in which the record-at-a-time definition meets them)."""
+
+    def __init__(self, found: pd.DataFrame, rows: pd.DataFrame, found_k, row_k, columns, ttl):
+        inserts = np.flatnonzero(~rows[RETRACT].to_numpy(dtype=bool))
+        self.stored = len(found)
+        self.side = np.concatenate([found[SIDE].to_numpy(dtype=np.int64), rows[SIDE].to_numpy(dtype=np.int64)[inserts]])
+        self.row_id = np.concatenate([found[ROW_ID].to_numpy(dtype=object), rows[ROW_ID].to_numpy(dtype=object)[inserts]])
+        self.k = np.concatenate([found_k, row_k[inserts]])
+        self.ok = np.concatenate([found[OK].to_numpy(dtype=bool), rows[OK].to_numpy(dtype=bool)[inserts]])
+        self.clock = np.concatenate([found[CLOCK].to_numpy(dtype=np.int64), rows[CLOCK].to_numpy(dtype=np.int64)[inserts]])
+        self.start = np.concatenate([np.full(len(found), -1.0), inserts.astype(float)])
+        parts = [f for f in (found[columns], rows[columns].iloc[inserts]) if len(f)]
+        self.values = pd.concat(parts, ignore_index=True) if parts else found[columns]
+        self.of_insert = np.full(len(rows), -1)  # message -> the version it inserts
+        self.of_insert[inserts] = self.stored + np.arange(len(inserts))
+        self.ttl = ttl
+        self.end, self.retracted = self._ends(rows, row_k)
+
+    def _ends(self, rows, row_k):
+        """Each version's end, and each retract message's version (-1: none live): the messages and versions
+        of one row (side, identity, join key) in order, each message ending the version before it."""
+        retracts = np.flatnonzero(rows[RETRACT].to_numpy(dtype=bool))
+        n = len(self.side)
+        item_pos = np.concatenate([self.start, retracts.astype(float)])
+        item_vid = np.concatenate([np.arange(n), np.full(len(retracts), -1)])
+        row = pd.DataFrame({"s": np.concatenate([self.side, rows[SIDE].to_numpy(dtype=np.int64)[retracts]]),
+                            "r": np.concatenate([self.row_id, rows[ROW_ID].to_numpy(dtype=object)[retracts]]),
+                            "k": np.concatenate([self.k, row_k[retracts]])})
+        group = row.groupby(["s", "r", "k"], sort=False, dropna=False).ngroup().to_numpy()
+        order = np.lexsort((item_pos, group))
+        g, pos, vid = group[order], item_pos[order], item_vid[order]
+        same_next = np.append(g[1:] == g[:-1], False)  # the next item is of the same row
+        end = np.where(same_next, np.append(pos[1:], np.inf) + np.where(np.append(vid[1:], -1) >= 0, 0.5, 0.0), np.inf)
+        ends = np.full(n, np.inf)
+        ends[vid[vid >= 0]] = end[vid >= 0]
+        previous = np.insert(vid[:-1], 0, -1)
+        previous[~np.insert(g[1:] == g[:-1], 0, False)] = -1  # a retract's version: the item before it, unless a retract
+        retracted = np.full(len(rows), -1)
+        is_retract = vid < 0
+        retracted[pos[is_retract].astype(np.int64)] = previous[is_retract]
+        return ends, retracted
+
+    def alive(self, v, clock):
+        """Whether versions ``v`` are still kept at message clocks ``clock`` (``table.exec.state.ttl``)."""
+        if self.ttl is None:
+            return np.ones(len(v), bool)
+        return (clock == NO_TIME) | (self.clock[v] >= clock - self.ttl)
+
+    def live(self, v, p, clock):
+        """Whether versions ``v`` can pair at messages ``p``: present, matchable and kept."""
+        return (self.start[v] < p) & (p < self.end[v]) & self.ok[v] & self.alive(v, clock)
 
 
 def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl, out_names, condition=None):
+    """Stage 2, per bucket of join keys. Defined record at a time — each message (the insert or retraction of
+    one row of one side) changes the result by the rows it pairs with at that moment — and computed for the
+    whole batch at once over row versions (``_Versions``):
+
+    - a message's *matches* are the versions of the other side, under its join key, live at it (and passing
+      ON's condition with the row it moves), when that row is matchable;
+    - it adds (an insert) or removes (a retraction) a pair row with each match; a match on a preserved side
+      that has no other live partner on the message's side loses (gains) its padded row before (after) that;
+      a message with no match pads (un-pads) its own row on a preserved side;
+    - SEMI/ANTI: a left message writes its row when it has a match (SEMI) or none (ANTI); a right message
+      flips each match that has no other live right partner;
+    - of the rows one input change (a retraction and an insert of one row under one join key) writes, each
+      result key keeps only its net effect: its last row, written if it existed before the change or is not
+      a removal.
+    """
     existence = join_type in EXISTENCE
     # whether a row's having a match decides what is written: a preserved side's rows (padded while they have
     # none), and the left rows of a SEMI or ANTI join
-    outer = {LEFT: join_type in ("LEFT", "FULL") or existence, RIGHT: join_type in ("RIGHT", "FULL")}
-    cols = {LEFT: left_cols, RIGHT: right_cols}
-
-    def passing(entry, side, candidates: list) -> list:
-        """The rows of the other side that pair with ``entry`` (a row of ``side``) under ON's further
-        condition (``pair_condition``; all of them without one)."""
-        if condition is None or not candidates:
-            return candidates
-        pairs = {c: [entry["values"][c]] * len(candidates) for c in cols[side]}
-        pairs.update({c: [m["values"][c] for m in candidates] for c in cols[1 - side]})
-        return [m for m, ok in zip(candidates, condition(pd.DataFrame(pairs))) if ok]
-
-    absent_identities = {column: None for kind, column in identities if kind == "row" and column}
-
-    def identity(side, row_id) -> dict:
-        kind, column = identities[side]
-        return {column: row_id} if kind == "row" and column else {}
-
-    def new_entry(side, rec) -> dict:
-        return {"id": rec[ROW_ID], "values": {c: rec[c] for c in cols[side]}, "ok": bool(rec[OK]),
-                "identity": identity(side, rec[ROW_ID]), "clock": rec[CLOCK]}
-
-    def result(l_entry, r_entry, key, retract: bool, rec, sub) -> dict:
-        row = {TOMBSTONE: retract, **_meta(rec, sub), **dict(zip(key_ids, key)), **absent_identities}
-        for side, entry in ((LEFT, l_entry), (RIGHT, r_entry)):
-            for c in cols[side]:
-                row[c] = entry["values"][c] if entry is not None else None
-            if entry is not None:
-                row.update(entry["identity"])
-        return row
-
-    def apply(group, side, rec, changes: dict) -> None:
-        """One message: insert or retract a row of ``side``; record the result rows it adds or removes."""
-        other, retract, clock = 1 - side, bool(rec[RETRACT]), rec[CLOCK]
-        entry = group[side].pop(rec[ROW_ID], None) if retract else new_entry(side, rec)
-        if entry is None or not _alive(entry["clock"], clock, ttl):
-            return  # a retraction of a row whose TTL expired: its results stay, as in Flink
-
-        def emit(l_entry, r_entry, removed: bool):
-            pair = (None if l_entry is None else l_entry["id"], None if r_entry is None else r_entry["id"])
-            # within one input change only the net effect on a result key is written: a key first retracted
-            # existed before it; an insert and a retract of a key that did not exist cancel out
-            previous = changes.pop(pair, None)
-            existed = previous[3] if previous is not None else removed
-            changes[pair] = (l_entry, r_entry, removed, existed)
-
-        def live(s):
-            return [e for e in group[s].values() if e["ok"] and _alive(e["clock"], clock, ttl)]
-
-        matches = passing(entry, side, live(other)) if entry["ok"] else []
-        mine = live(side) if outer[other] else []  # (without ``entry``: not added yet, or just removed)
-        if existence:  # a left row is written while it has a match (SEMI), or while it has none (ANTI)
-            if side == LEFT and bool(matches) == (join_type == "SEMI"):
-                emit(entry, None, removed=retract)
-            for m in matches if side == RIGHT else ():
-                if not passing(m, LEFT, mine):  # m's first match arrived, or its last one left
-                    emit(m, None, removed=retract == (join_type == "SEMI"))
-            if not retract:
-                group[side][entry["id"]] = entry
-            return
-        for m in matches:
-            first_or_last = outer[other] and not passing(m, other, mine)  # m matches no other row of this side
-            if first_or_last and not retract:
-                emit(*_padded(other, m), removed=True)
-            emit(*((entry, m) if side == LEFT else (m, entry)), removed=retract)
-            if first_or_last and retract:
-                emit(*_padded(other, m), removed=False)
-        if not matches and outer[side]:
-            emit(*_padded(side, entry), removed=retract)
-        if not retract:
-            group[side][entry["id"]] = entry
-
+    outer = np.array([join_type in ("LEFT", "FULL") or existence, join_type in ("RIGHT", "FULL")])
+    columns = left_cols + right_cols
+    row_identity = {side: column for side, (kind, column) in enumerate(identities) if kind == "row" and column}
     stored_key = [ENTRY]  # which side and which of its rows: "<side>|<row id>"
-    stored_cols = keys + [SIDE, ROW_ID, OK, CLOCK] + left_cols + right_cols
+    stored_cols = keys + [SIDE, ROW_ID, OK, CLOCK] + columns
+    last_slot = np.iinfo(np.int64).max
 
-    def load(stored: pd.DataFrame, rows: pd.DataFrame) -> dict:
-        """The stored rows the batch can read: join key -> {side: {row id: entry}}. A side's rows of a join key
-        are read when the batch changes the other side there (they are its matches), retracts one of them, or
-        changes the side itself while the other side is preserved (whether the side has a row there decides
-        the other's padding). An insert into a stream side reads none of its own earlier rows."""
-        groups: dict = {}
+    def load(stored: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+        """The stored rows the batch can read. A side's rows of a join key are read when the batch changes the
+        other side there (they are its matches), retracts one of them, or changes the side itself while the
+        other side is preserved (whether the side has a row there decides the other's padding). An insert into
+        a stream side reads none of its own earlier rows."""
         batch_side, retract = rows[SIDE].to_numpy(), rows[RETRACT].to_numpy(dtype=bool)
+        parts = []
         for side in (LEFT, RIGHT):
             needed = (batch_side != side) | (retract & (batch_side == side))
             if outer[1 - side]:
                 needed |= batch_side == side
             part = stored[stored[SIDE].to_numpy() == side] if len(stored) else stored
-            found = rows_for(part, keys, rows[needed])
-            if not len(found):
-                continue
-            values = {c: found[c].to_numpy() for c in cols[side]}
-            for i, (key, row_id, ok, clock) in enumerate(zip(_group_keys(found, keys), found[ROW_ID].to_numpy(),
-                                                             found[OK].to_numpy(dtype=bool), found[CLOCK].to_numpy())):
-                entry = {"id": row_id, "values": {c: v[i] for c, v in values.items()}, "ok": bool(ok),
-                         "identity": identity(side, row_id), "clock": int(clock)}
-                groups.setdefault(key, {LEFT: {}, RIGHT: {}})[side][row_id] = entry
-        return groups
+            parts.append(rows_for(part, keys, rows[needed]))
+        return pd.concat(parts, ignore_index=True)
 
-    def changed(touched: dict) -> pd.DataFrame:
-        """The batch's changes to the stored rows: each row it inserted or removed, by ``ENTRY``."""
-        records = []
-        for (side, row_id), (key, entry) in touched.items():
-            if entry is None:
-                records.append((f"{side}|{row_id}", *[None] * len(keys), side, row_id, False, NO_TIME,
-                                *[None] * (len(left_cols) + len(right_cols)), True))
-                continue
-            values = [entry["values"].get(c) for c in left_cols + right_cols]
-            records.append((f"{side}|{row_id}", *key, side, row_id, entry["ok"], entry["clock"], *values, False))
-        return pd.DataFrame(records, columns=stored_key + stored_cols + [GONE])
+    def paired(versions: _Versions, a: np.ndarray, b: np.ndarray):
+        """Whether versions ``a`` (of either side) and ``b`` (of the other) pass ON's condition."""
+        if condition is None or not len(a):
+            return np.ones(len(a), bool)
+        left, right = np.where(versions.side[a] == LEFT, a, b), np.where(versions.side[a] == LEFT, b, a)
+        pairs = {c: versions.values[c].to_numpy()[left] for c in left_cols}
+        pairs.update({c: versions.values[c].to_numpy()[right] for c in right_cols})
+        return np.asarray(condition(pd.DataFrame(pairs)), dtype=bool)
+
+    def candidates(versions: _Versions, p: np.ndarray, k: np.ndarray, side: np.ndarray, other: bool):
+        """(message, version) pairs under one join key: versions of the other side (or the same side) of
+        each message ``p``."""
+        if not len(p):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        a = pd.DataFrame({"i": np.arange(len(p)), "k": k, "s": 1 - side if other else side})
+        b = pd.DataFrame({"v": np.arange(len(versions.k)), "k": versions.k, "s": versions.side})
+        m = a.merge(b, on=["k", "s"])
+        return m["i"].to_numpy(), m["v"].to_numpy()
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2, **{CLOCK: clock_values(rows[STREAM_TIME])})
-        rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable")
+        rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable").reset_index(drop=True)
+        rows = rows.assign(**{c: None for c in columns if c not in rows.columns})  # a side absent from the batch
         stored = read_table(meta["table"], segments, stored_key, stored_cols)
-        groups = load(stored, rows)  # join key -> {side: {row id: entry}}
-        touched: dict = {}  # (side, row id) -> (join key, its entry now, or None: removed)
-        out, changes, current, last = [], {}, None, None
-
-        def flush():
-            written = [(l_entry, r_entry, removed) for l_entry, r_entry, removed, existed in changes.values()
-                       if existed or not removed]
-            for n, (l_entry, r_entry, removed) in enumerate(written):
-                out.append(result(l_entry, r_entry, current[3], removed, last, int(last[SUB]) * 1000 + n))
-            changes.clear()
-
-        for key, rec in zip(_group_keys(rows, keys), rows.to_dict("records")):
-            change = (rec[SEQ], rec["__change"], rec[SIDE], key)  # one input change: its retract and its insert
-            if change != current:
-                if current is not None:
-                    flush()
-                current = change
-            last = rec
-            group = groups.setdefault(key, {LEFT: {}, RIGHT: {}})
-            apply(group, rec[SIDE], rec, changes)
-            row_id = rec[ROW_ID]
-            touched[(rec[SIDE], row_id)] = (key, group[rec[SIDE]].get(row_id))
-        if current is not None:
-            flush()
+        found = load(stored, rows)
+        codes = key_codes(pd.concat([f for f in (found[keys], rows[keys]) if len(f)] or [rows[keys]], ignore_index=True), keys)
+        row_k = codes[len(found):]
+        versions = _Versions(found, rows, codes[:len(found)], row_k, columns, ttl)
+        out = _emitted(versions, rows, row_k)
+        last = rows.drop_duplicates([SIDE, ROW_ID], keep="last")  # each row's entry after the batch, or its removal
+        gone = last[RETRACT].to_numpy(dtype=bool)
+        changes = last[keys + [SIDE, ROW_ID, OK, CLOCK] + columns].assign(
+            **{ENTRY: last[SIDE].astype(str).to_numpy(dtype=object) + "|" + last[ROW_ID].astype(str).to_numpy(dtype=object),
+               OK: last[OK].to_numpy(dtype=bool) & ~gone, GONE: gone})
         clock = _clock(rows[STREAM_TIME].max()) if len(rows) else NO_TIME
-        _save(meta, segments, stored, changed(touched), stored_key, clock, ttl)
-        return pd.DataFrame(out, columns=out_names), meta
+        _save(meta, segments, stored, changes[stored_key + stored_cols + [GONE]].reset_index(drop=True), stored_key, clock, ttl)
+        return out, meta
+
+    def _emitted(versions: _Versions, rows: pd.DataFrame, row_k: np.ndarray) -> pd.DataFrame:
+        n = len(rows)
+        side, retract = rows[SIDE].to_numpy(dtype=np.int64), rows[RETRACT].to_numpy(dtype=bool)
+        clock = rows[CLOCK].to_numpy(dtype=np.int64)
+        mover = np.where(retract, versions.retracted, versions.of_insert)  # the version each message moves
+        active = mover >= 0
+        active[active] = versions.alive(mover[active], clock[active])  # a retraction of an expired row: nothing
+        matchable = active.copy()
+        matchable[active] = versions.ok[mover[active]]
+        p = np.flatnonzero(matchable)
+        i, x = candidates(versions, p, row_k[p], side[p], other=True)
+        mp = p[i]
+        keep = versions.live(x, mp, clock[mp]) & paired(versions, mover[mp], x)
+        mp, x = mp[keep], x[keep]
+        matches = np.bincount(mp, minlength=n)
+        # whether a match has another live partner on the message's side (only asked where it is preserved)
+        asked = np.flatnonzero(outer[versions.side[x]])
+        partners = np.zeros(len(x), np.int64)
+        if len(asked):
+            j, y = candidates(versions, mp[asked], row_k[mp[asked]], side[mp[asked]], other=False)
+            at = mp[asked][j]
+            ok = versions.live(y, at, clock[at]) & paired(versions, y, x[asked][j])
+            partners[asked] = np.bincount(j[ok], minlength=len(asked))
+        alone = outer[versions.side[x]] & (partners == 0)
+        emitted = []  # (message, order, slot, left version, right version, removed)
+
+        def emit(at, order, slot, row, other, removed):
+            row_is_left = versions.side[row] == LEFT if len(row) else np.zeros(0, bool)
+            left = np.where(row_is_left, row, other)
+            right = np.where(row_is_left, other, row)
+            emitted.append((at, order, np.full(len(at), slot), left, right, np.broadcast_to(removed, len(at))))
+
+        none = np.full(len(x), -1)
+        if existence:
+            own = np.flatnonzero(active & (side == LEFT))
+            writes = own[(matches[own] > 0) == (join_type == "SEMI")]
+            emit(writes, np.full(len(writes), last_slot), 0, mover[writes], np.full(len(writes), -1), retract[writes])
+            flips = (side[mp] == RIGHT) & alone
+            emit(mp[flips], x[flips], 0, x[flips], none[flips], retract[mp[flips]] == (join_type == "SEMI"))
+        else:
+            before, after = alone & ~retract[mp], alone & retract[mp]
+            emit(mp[before], x[before], 0, x[before], none[before], True)
+            emit(mp, x, 1, mover[mp], x, retract[mp])
+            emit(mp[after], x[after], 2, x[after], none[after], False)
+            own = np.flatnonzero(active & (matches == 0) & outer[side])
+            emit(own, np.full(len(own), last_slot), 0, mover[own], np.full(len(own), -1), retract[own])
+        at, order, slot, left, right, removed = (np.concatenate(parts) for parts in zip(*emitted))
+        return _written(versions, rows, row_k, at, order, slot, left, right, removed)
+
+    def _written(versions: _Versions, rows, row_k, at, order, slot, left, right, removed) -> pd.DataFrame:
+        """The net effect per input change and result key, as output rows."""
+        n = len(rows)
+        key = [rows[SEQ].to_numpy(), rows["__change"].to_numpy(), rows[SIDE].to_numpy(), row_k]
+        starts = np.ones(n, bool)
+        if n > 1:
+            starts[1:] = np.any([c[1:] != c[:-1] for c in key], axis=0)
+        change = np.cumsum(starts) - 1  # an input change: consecutive messages of one row's side, seq and key
+        final = np.append(np.flatnonzero(starts[1:]), n - 1)  # each change's last message
+        identity = key_codes(pd.DataFrame({"s": versions.side, "r": versions.row_id}), ["s", "r"])
+        events = pd.DataFrame({"change": change[at], "l": np.where(left >= 0, identity[np.maximum(left, 0)], -1),
+                               "r": np.where(right >= 0, identity[np.maximum(right, 0)], -1), "removed": removed,
+                               "at": at, "order": order, "slot": slot, "lv": left, "rv": right})
+        events = events.sort_values(["at", "order", "slot"], kind="stable")
+        existed = events.groupby(["change", "l", "r"], sort=False)["removed"].transform("first").to_numpy(dtype=bool)
+        last = ~events.duplicated(["change", "l", "r"], keep="last").to_numpy()
+        written = events[last & (existed | ~events["removed"].to_numpy(dtype=bool))]
+        lv, rv, change_of = written["lv"].to_numpy(), written["rv"].to_numpy(), written["change"].to_numpy()
+        message = final[change_of]
+        number = written.groupby("change", sort=False).cumcount().to_numpy()
+        out = {c: take(versions.values[c].to_numpy(), lv, lv >= 0) for c in left_cols}
+        out.update({c: take(versions.values[c].to_numpy(), rv, rv >= 0) for c in right_cols})
+        out.update({jk: rows[k].to_numpy()[message] for jk, k in zip(key_ids, keys)})
+        for side, column in row_identity.items():
+            v = lv if side == LEFT else rv
+            out[column] = take(versions.row_id, v, v >= 0)
+        out.update({ROWTIME: rows[ROWTIME].to_numpy()[message], SEQ: rows[SEQ].to_numpy()[message],
+                    SUB: rows[SUB].to_numpy(dtype=np.int64)[message] * 1000 + number,
+                    STREAM_TIME: rows[STREAM_TIME].to_numpy()[message], TOMBSTONE: written["removed"].to_numpy(dtype=bool)})
+        return pd.DataFrame(out).reindex(columns=out_names)
 
     return step
-
-
-def _group_keys(frame: pd.DataFrame, keys) -> list:
-    """Each row's join key as a tuple, None for a missing value."""
-    columns = [np.where(frame[k].isna().to_numpy(), None, frame[k].to_numpy(dtype=object)) for k in keys]
-    return list(zip(*columns))
-
-
-def _padded(side, entry):
-    return (entry, None) if side == LEFT else (None, entry)
 
 
 OPERATOR = RegularJoin()
