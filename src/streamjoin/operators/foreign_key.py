@@ -44,10 +44,10 @@ from ..plan.joins import foreign_key_sides
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_names, payload, restore_integers,
-    tag_side,
+    BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_codes, key_names, payload,
+    previous_row, restore_integers, tag_side, take,
 )
-from .state import apply_changes, as_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, rows_for, run_segmented
 
 EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
@@ -106,39 +106,45 @@ class ForeignKeyJoin:
 
 
 def _subscribe_step(child_key, keys, child_cols, integral):
-    """Stage 1, per child-key bucket: child changes → leave/join events routed by foreign key."""
+    """Stage 1, per child-key bucket: child changes → leave/join events routed by foreign key. A change leaves
+    the parent its child pointed at before it (the previous change of its child key in the batch, else the
+    stored pointer) when it deletes the child or moves it to another foreign key, and joins its new parent
+    unless it deletes; computed for the batch at once."""
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
-        rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable")
+        rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
+        null_pk = rows[child_key].isna().any(axis=1).to_numpy()
+        count_dropped(meta, "null_key", int(null_pk.sum()))
+        rows = rows[~null_pk].reset_index(drop=True)
         stored = read_table(meta["table"], segments, child_key, keys)
-        pointers = _as_dict(rows_for(stored, child_key, rows), child_key, keys)  # child key -> its foreign key
-        loaded = set(pointers)
-        out: list[tuple] = []
-        pks = rows[child_key].itertuples(index=False, name=None)
-        fks = rows[keys].itertuples(index=False, name=None)
-        values = rows[child_cols].itertuples(index=False, name=None)
-        flags = zip(rows[DELETE].to_numpy(dtype=bool), rows[OK].to_numpy(dtype=bool),
-                    *[rows[c].to_numpy() for c in META])
-        empty = (None,) * len(child_cols)
-        positions = [child_cols.index(k) for k in child_key]
-        for pk, fk, value, (deleted, ok, *meta_values) in zip(pks, fks, values, flags):
-            pk, fk = _clean(pk), _clean(fk)
-            if any(v is None for v in pk):
-                count_dropped(meta, "null_key", 1)
-                continue
-            had = pk in pointers
-            key_only = _with_key(empty, positions, pk)
-            if deleted:
-                if had:
-                    out.append(key_only + pointers.pop(pk) + (LEAVE_DELETED, False, *meta_values))
-                continue
-            if had and pointers[pk] != fk:
-                out.append(key_only + pointers[pk] + (LEAVE_MOVED, False, *meta_values))
-            out.append(tuple(value) + tuple(fk) + (JOIN, bool(ok), *meta_values))
-            pointers[pk] = fk
-        changes = as_changes(pointers, loaded, child_key, keys)
+        found = rows_for(stored, child_key, rows)
+        codes = key_codes(pd.concat([found[child_key], rows[child_key]], ignore_index=True), child_key)
+        at = pd.Index(codes[:len(found)]).get_indexer(codes[len(found):])  # the child's stored pointer, or -1
+        before = previous_row(codes[len(found):])  # its previous change in the batch, or -1
+        deleted = rows[DELETE].to_numpy(dtype=bool)
+        had = np.where(before >= 0, ~deleted[np.maximum(before, 0)], at >= 0)  # a pointer before the change
+        old = {k: np.where(before >= 0, rows[k].to_numpy(dtype=object)[np.maximum(before, 0)],
+                           take(found[k].to_numpy(), at, at >= 0)) for k in keys}
+        moved = np.zeros(len(rows), bool)
+        for k in keys:
+            new = rows[k].to_numpy(dtype=object)
+            moved |= ~((new == old[k]) | (pd.isna(new) & pd.isna(old[k])))
+        leaves = np.flatnonzero(had & (deleted | moved))
+        joins = np.flatnonzero(~deleted)
+        left = pd.DataFrame({c: rows[c].to_numpy()[leaves] if c in child_key else None for c in child_cols})
+        left = left.assign(**{k: old[k][leaves] for k in keys}, **{EVENT: np.where(deleted[leaves], LEAVE_DELETED, LEAVE_MOVED),
+                                                                  OK: False, "__at": leaves})
+        joined = rows.loc[joins, child_cols + keys].assign(**{EVENT: JOIN, OK: rows[OK].to_numpy(dtype=bool)[joins],
+                                                             "__at": joins})
+        events = pd.concat([f for f in (left, joined) if len(f)] or [joined], ignore_index=True)
+        events = events.sort_values(["__at", EVENT], kind="stable")
+        at_row = events["__at"].to_numpy()
+        events = events.assign(**{c: rows[c].to_numpy()[at_row] for c in META}).drop(columns="__at")
+        last = ~pd.Series(codes[len(found):]).duplicated(keep="last").to_numpy()  # each child's pointer after the batch
+        final = last & (~deleted | (at >= 0))
+        changes = rows.loc[final, child_key + keys].assign(**{GONE: deleted[final]}).reset_index(drop=True)
         meta["rows"] = len(apply_changes(meta["table"], segments, stored, changes, child_key))
-        return pd.DataFrame(out, columns=child_cols + keys + [EVENT, OK, *META]), meta
+        return events.reset_index(drop=True), meta
 
     return step
 
@@ -150,116 +156,182 @@ def _as_dict(rows: pd.DataFrame, keys: list[str], columns: list[str]) -> dict:
 
 
 def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer, parent_outer, integral):
-    """Stage 2, per foreign-key bucket: parents and their children; every event emits affected results."""
-    no_child, no_parent = (None,) * len(child_cols), (None,) * len(parent_cols)
-    positions = [child_cols.index(k) for k in child_key]
+    """Stage 2, per foreign-key bucket: parents and their children; every event emits affected results.
 
+    Defined event by event, in ingestion order: a parent change sets (or removes) its key's parent and emits
+    the result of every child under it; a join event puts (or replaces) a child under its foreign key and
+    emits its result; a leave takes it away and, for a deleted child (or when parents are preserved), emits a
+    tombstone of its (child, old parent) row; when parents are preserved, every event then emits its parent's
+    own row (a parent without an ok child) or that row's removal. A child's result is the child with its
+    parent (when the child is ok and the parent exists), else the child padded (child-preserving joins), else a
+    tombstone. Computed for the batch at once: each event reads the parent as of it (its key's last parent
+    change up to it, else the stored parent) and the children live after it (stored, or joined up to it, and
+    not replaced or gone since)."""
     pk_names = [f"__pk{i}" for i in range(len(child_key))]
 
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"parents": new_table_log("parents"), "children": new_table_log("children", CHILD_SEGMENTS),
                         "dropped": {}, "rows": 0}
-        rows = restore_integers(rows, integral).sort_values([SEQ, SUB, EVENT], kind="stable")
+        rows = restore_integers(rows, integral).sort_values([SEQ, SUB, EVENT], kind="stable").reset_index(drop=True)
+        event = rows[EVENT].to_numpy(dtype=np.int64)
+        dropped = (event == PARENT_CHANGE) & _flag(rows[NULL_KEY])
+        count_dropped(meta, "null_key", int(dropped.sum()))
+        rows, event = rows[~dropped].reset_index(drop=True), event[~dropped]
+        n, t = len(rows), rows[ROWTIME].to_numpy(dtype=np.int64)
         stored_parents = read_table(meta["parents"], segments, keys, parent_cols + [TIME])
         stored_children = read_table(meta["children"], segments, keys + pk_names, child_cols + [TIME, OK])
-        parents = {k: (v[:-1], v[-1]) for k, v in  # parent key -> (columns, time)
-                   _as_dict(rows_for(stored_parents, keys, rows), keys, parent_cols + [TIME]).items()}
-        loaded_children = _as_dict(rows_for(stored_children, keys, rows), keys + pk_names, child_cols + [TIME, OK])
-        children: dict = {}  # parent key -> {child key -> (columns, time, matches)}
-        for key, values in loaded_children.items():
-            children.setdefault(key[:len(keys)], {})[key[len(keys):]] = (values[:-2], int(values[-2]), bool(values[-1]))
-        loaded_parents = set(parents)
-        out: list[tuple] = []
-        fks = rows[keys].itertuples(index=False, name=None)
-        child_values = rows[child_cols].itertuples(index=False, name=None)
-        parent_values = rows[parent_cols].itertuples(index=False, name=None)
-        flags = zip(rows[EVENT].to_numpy(), rows[DELETE].to_numpy(dtype=object), rows[OK].to_numpy(dtype=object),
-                    rows[NULL_KEY].to_numpy(dtype=object), *[rows[c].to_numpy() for c in META])
-        for fk, child, parent, (event, deleted, ok, null_key, t, seq, sub, st) in zip(fks, child_values, parent_values, flags):
-            fk = _clean(fk)
-            emitted: list[tuple] = []
+        parents = rows_for(stored_parents, keys, rows).reset_index(drop=True)
+        children = rows_for(stored_children, keys, rows).reset_index(drop=True)
+        codes = key_codes(pd.concat([f for f in (parents[keys], children[keys], rows[keys]) if len(f)] or [rows[keys]],
+                                    ignore_index=True), keys)
+        p_fk, c_fk, fk = codes[:len(parents)], codes[len(parents):len(parents) + len(children)], codes[len(parents) + len(children):]
 
-            def emit(child_row, parent_row, time, tombstone=False, always=False):
-                emitted.append(child_row + parent_row + tuple(fk) + (int(time), int(seq),
-                               int(event) * SUB_STRIDE + len(emitted), int(st), tombstone, always))
+        # the parent as of each event
+        is_parent = event == PARENT_CHANGE
+        change = _last_up_to(is_parent, fk)
+        stored_at = pd.Index(p_fk).get_indexer(fk)
+        by_change, at = change >= 0, np.maximum(change, 0)
+        alive = _flag(rows[OK]) & ~_flag(rows[DELETE])
+        has_parent = np.where(by_change, alive[at], stored_at >= 0)
+        stored_time = np.zeros(n, np.int64)
+        stored_time[stored_at >= 0] = parents[TIME].to_numpy(dtype=np.int64)[stored_at[stored_at >= 0]]
+        parent_time = np.where(by_change, t[at], stored_time)
+        parent_values = {c: np.where(by_change, rows[c].to_numpy(dtype=object)[at],
+                                     take(parents[c].to_numpy(), stored_at, stored_at >= 0)) for c in parent_cols}
 
-            def result(pk):
-                c_row, c_time, c_ok = children[fk][pk]
-                p = parents.get(fk) if c_ok else None
-                if p is not None:
-                    emit(c_row, p[0], max(t, c_time, p[1]))
-                elif child_outer:
-                    emit(c_row, no_parent, max(t, c_time))
-                else:
-                    emit(_with_key(no_child, positions, pk), no_parent, t, True)
+        # the children as versions: the stored ones, and each join event's, until their child's next event
+        stored_identity = children[keys + pk_names].set_axis(keys + child_key, axis=1)
+        identity = key_codes(pd.concat([f for f in (stored_identity, rows[keys + child_key]) if len(f)] or [stored_identity],
+                                       ignore_index=True), keys + child_key)
+        joins = np.flatnonzero(event == JOIN)
+        leaves = np.flatnonzero((event == LEAVE_MOVED) | (event == LEAVE_DELETED))
+        v_identity = np.concatenate([identity[:len(children)], identity[len(children):][joins]])
+        v_start = np.concatenate([np.full(len(children), -1), joins])
+        v_end = _ends(v_identity, v_start, identity[len(children):][leaves], leaves)
+        v_fk = np.concatenate([c_fk, fk[joins]])
+        v_ok = np.concatenate([children[OK].to_numpy(dtype=bool), _flag(rows[OK])[joins]])
+        v_time = np.concatenate([children[TIME].to_numpy(dtype=np.int64), t[joins]])
+        v_values = pd.concat([f for f in (children[child_cols], rows.loc[joins, child_cols]) if len(f)]
+                             or [children[child_cols]], ignore_index=True)
 
-            def parent_only():
-                p = parents.get(fk)
-                if p is not None and not any(m for _, _, m in children.get(fk, {}).values()):
-                    emit(no_child, p[0], max(t, p[1]))
-                else:
-                    emit(no_child, no_parent, t, True)
+        # rows: (event, slot, order, child version, event of a leaving child, whole child?, parent?, tombstone, time,
+        # always): a child's key comes from its version, or from the leave event; its other columns only when whole
+        out = []
+        pairs = pd.DataFrame({"q": np.flatnonzero(is_parent), "k": fk[is_parent]}).merge(
+            pd.DataFrame({"v": np.arange(len(v_fk)), "k": v_fk}), on="k")
+        q, v = pairs["q"].to_numpy(), pairs["v"].to_numpy()
+        live = (v_start[v] <= q) & (q < v_end[v])
+        q = np.concatenate([q[live], joins])
+        v = np.concatenate([v[live], len(children) + np.arange(len(joins))])
+        joined = v_ok[v] & has_parent[q]
+        padded = ~joined & child_outer
+        out.append((q, 0, v, v, np.full(len(q), -1), joined | padded, joined, ~(joined | padded),
+                    np.where(joined, np.maximum(np.maximum(t[q], v_time[v]), parent_time[q]),
+                             np.where(padded, np.maximum(t[q], v_time[v]), t[q])), np.zeros(len(q), bool)))
+        gone = leaves[(event[leaves] == LEAVE_DELETED) | parent_outer]  # the row keyed (child, old parent) is gone
+        out.append((gone, 0, np.zeros(len(gone), np.int64), np.full(len(gone), -1), gone, False, False, True,
+                    np.where(has_parent[gone], np.maximum(t[gone], parent_time[gone]), t[gone]),
+                    (event[gone] == LEAVE_DELETED) & (not child_outer) & (not parent_outer)))
+        if parent_outer:  # after every event, its parent's own row: while no ok child is under it
+            delta = np.zeros(n, np.int64)
+            np.add.at(delta, v_start[v_start >= 0], v_ok[v_start >= 0].astype(np.int64))
+            ending = np.isfinite(v_end)
+            np.add.at(delta, v_end[ending].astype(np.int64), -v_ok[ending].astype(np.int64))
+            stored_ok = np.bincount(c_fk[children[OK].to_numpy(dtype=bool)], minlength=len(codes) + 1)
+            ok_children = stored_ok[fk] + pd.Series(delta).groupby(fk, sort=False).cumsum().to_numpy()
+            alone = has_parent & (ok_children == 0)
+            every = np.arange(n)
+            out.append((every, 1, np.zeros(n, np.int64), np.full(n, -1), np.full(n, -1), False, alone, ~alone,
+                        np.where(alone, np.maximum(t, parent_time), t), np.zeros(n, bool)))
+        q, slot, order, version, leaving, whole, with_parent, tombstone, time, always = (
+            np.concatenate([np.broadcast_to(np.asarray(part[i]), len(part[0])) for part in out]) for i in range(10))
+        rank = np.lexsort((order, slot, q))
+        q, version, leaving, whole, with_parent, tombstone, time, always = (
+            a[rank] for a in (q, version, leaving, whole, with_parent, tombstone, time, always))
+        number = pd.Series(q).groupby(q, sort=False).cumcount().to_numpy()
+        result = {c: take(v_values[c].to_numpy(), version, (version >= 0) & whole) for c in child_cols}
+        for c in child_key:
+            result[c] = np.where(version >= 0, take(v_values[c].to_numpy(), version, version >= 0),
+                                 take(rows[c].to_numpy(), leaving, leaving >= 0))
+        result.update({c: np.where(with_parent, parent_values[c][q], None) for c in parent_cols})
+        result.update({jk: rows[k].to_numpy()[q] for jk, k in zip(join_key, keys)})
+        result.update({ROWTIME: time, SEQ: rows[SEQ].to_numpy()[q], SUB: event[q] * SUB_STRIDE + number,
+                       STREAM_TIME: rows[STREAM_TIME].to_numpy()[q], TOMBSTONE: tombstone, ALWAYS: always})
+        columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE, ALWAYS]
 
-            if event == PARENT_CHANGE:
-                if null_key == True:  # noqa: E712 - None on events
-                    count_dropped(meta, "null_key", 1)
-                    continue
-                if deleted or not ok:
-                    parents.pop(fk, None)
-                else:
-                    parents[fk] = (tuple(parent), int(t))
-                for pk in children.get(fk, {}):
-                    result(pk)
-            else:
-                pk = _clean(child[i] for i in positions)
-                if event == JOIN:
-                    children.setdefault(fk, {})[pk] = (tuple(child), int(t), bool(ok))
-                    result(pk)
-                else:
-                    kids = children.get(fk, {})
-                    kids.pop(pk, None)
-                    if not kids:
-                        children.pop(fk, None)
-                    if event == LEAVE_DELETED or parent_outer:  # the row keyed (child, old parent) is gone
-                        p = parents.get(fk)
-                        emit(_with_key(no_child, positions, pk), no_parent, max(t, p[1]) if p is not None else t, True,
-                             always=event == LEAVE_DELETED and not child_outer and not parent_outer)
-            if parent_outer:
-                parent_only()
-            out.extend(emitted)
-        parent_changes = as_changes({k: (*v[0], v[1]) for k, v in parents.items()}, loaded_parents, keys, parent_cols + [TIME])
-        flat = {fk + pk: (*row, time, ok) for fk, kids in children.items() for pk, (row, time, ok) in kids.items()}
-        child_changes = as_changes(flat, loaded_children, keys + pk_names, child_cols + [TIME, OK])
+        last = _last_of(fk[is_parent])  # each parent after the batch
+        changed = np.flatnonzero(is_parent)[last]
+        keep = alive[changed] | (stored_at[changed] >= 0)
+        changed = changed[keep]
+        parent_changes = rows.loc[changed, keys + parent_cols].assign(
+            **{TIME: t[changed], GONE: ~alive[changed]}).reset_index(drop=True)
+        touched = np.concatenate([joins, leaves])
+        final = touched[_last_of(identity[len(children):][touched], order=touched)]  # each child after the batch
+        existed = np.isin(identity[len(children):][final], identity[:len(children)])
+        final = final[(event[final] == JOIN) | existed]
+        child_changes = rows.loc[final, keys + child_key + child_cols].set_axis(
+            keys + pk_names + child_cols, axis=1).assign(**{TIME: t[final], OK: _flag(rows[OK])[final],
+                                                             GONE: event[final] != JOIN}).reset_index(drop=True)
         meta["rows"] = (len(apply_changes(meta["parents"], segments, stored_parents, parent_changes, keys))
                         + len(apply_changes(meta["children"], segments, stored_children, child_changes, keys + pk_names)))
-        columns = child_cols + parent_cols + join_key + list(META) + [TOMBSTONE, ALWAYS]
-        return pd.DataFrame(out, columns=columns), meta
+        return pd.DataFrame(result)[columns], meta
 
     return step
 
 
+def _flag(column: pd.Series) -> np.ndarray:
+    """A boolean column that events may lack (None/NaN: false)."""
+    return np.asarray(column.to_numpy(dtype=object) == True, dtype=bool)  # noqa: E712 - None and NaN are not True
+
+
+def _last_up_to(flag: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """For each row, the position of the last flagged row of its code at or before it, or -1."""
+    marked = pd.Series(np.where(flag, np.arange(len(flag)), np.nan))
+    filled = marked.groupby(codes, sort=False).ffill().to_numpy()
+    return np.where(np.isnan(filled), -1, filled).astype(np.int64)
+
+
+def _last_of(codes: np.ndarray, order=None) -> np.ndarray:
+    """Positions (into ``codes``) of each code's last row, by ``order`` (default: position)."""
+    if order is None:
+        return np.flatnonzero(~pd.Series(codes).duplicated(keep="last").to_numpy())
+    by_order = np.argsort(order, kind="stable")
+    return by_order[~pd.Series(codes[by_order]).duplicated(keep="last").to_numpy()]
+
+
+def _ends(identity: np.ndarray, start: np.ndarray, leave_identity: np.ndarray, leave_at: np.ndarray) -> np.ndarray:
+    """Each version's end: the next version or leave of its child (by ``identity``) after its start, or inf."""
+    item_identity = np.concatenate([identity, leave_identity])
+    item_at = np.concatenate([start, leave_at]).astype(float)
+    item_version = np.concatenate([np.arange(len(identity)), np.full(len(leave_at), -1)])
+    order = np.lexsort((item_at, item_identity))
+    same_next = np.append(item_identity[order][1:] == item_identity[order][:-1], False)
+    following = np.where(same_next, np.append(item_at[order][1:], np.inf), np.inf)
+    ends = np.full(len(identity), np.inf)
+    version = item_version[order]
+    ends[version[version >= 0]] = following[version >= 0]
+    return ends
+
+
 def _resolve_step(out_key):
-    """Stage 3, per result-key bucket: the last event per key and record wins; tombstones only for live keys."""
+    """Stage 3, per result-key bucket: the last event per key and record wins; a tombstone is written only for
+    a key that holds a row before it (the previous event of its key in the batch, else the stored keys), or
+    when it must be (``ALWAYS``)."""
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = rows.sort_values([SEQ, SUB], kind="stable")
-        last = rows.drop_duplicates(out_key + [SEQ], keep="last")
+        last = rows.drop_duplicates(out_key + [SEQ], keep="last").reset_index(drop=True)
         stored = read_table(meta["table"], segments, out_key, [])
-        live = _as_dict(rows_for(stored, out_key, last), out_key, [])
-        loaded = set(live)
-        keep = np.zeros(len(last), dtype=bool)
-        for i, (key, tombstone, always) in enumerate(zip(last[out_key].itertuples(index=False, name=None),
-                                                         last[TOMBSTONE].to_numpy(dtype=bool),
-                                                         last[ALWAYS].to_numpy(dtype=bool))):
-            key = _clean(key)
-            if not tombstone:
-                live[key] = ()
-                keep[i] = True
-            elif key in live or always:
-                live.pop(key, None)
-                keep[i] = True
-        meta["rows"] = len(apply_changes(meta["table"], segments, stored, as_changes(live, loaded, out_key, []), out_key))
-        return last[keep], meta
+        found = rows_for(stored, out_key, last)
+        codes = key_codes(pd.concat([found[out_key], last[out_key]], ignore_index=True), out_key)
+        stored_live = np.isin(codes[len(found):], codes[:len(found)])
+        before = previous_row(codes[len(found):])
+        tombstone, always = last[TOMBSTONE].to_numpy(dtype=bool), last[ALWAYS].to_numpy(dtype=bool)
+        live = np.where(before >= 0, ~tombstone[np.maximum(before, 0)], stored_live)
+        final = ~pd.Series(codes[len(found):]).duplicated(keep="last").to_numpy() & (~tombstone | stored_live)
+        changes = last.loc[final, out_key].assign(**{GONE: tombstone[final]}).reset_index(drop=True)
+        meta["rows"] = len(apply_changes(meta["table"], segments, stored, changes, out_key))
+        return last[~tombstone | live | always], meta
 
     return step
 
