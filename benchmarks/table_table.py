@@ -1,5 +1,6 @@
 """Table-table join: two changelogs of N updates each over 100k keys, 5% of them tombstones, interleaved in
-ingestion order. Spark has no changelog join to compare with, so the reference (ratio 1.0) is streamjoin's
+ingestion order; joined on their keys (INNER, FULL), and by a foreign key (INNER, LEFT: each left row points at a
+random right key, ksqlDB's foreign-key join). Spark has no changelog join to compare with, so the reference (ratio 1.0) is streamjoin's
 own stream-table join (changelog table) on N stream records, run in the same process. Rows/s count input
 changes of both tables; state rows are the table rows held at the peak."""
 from __future__ import annotations
@@ -16,10 +17,11 @@ from common import session, time_streamjoin
 KEYS = 100_000
 TOMBSTONE_RATE = 0.05
 DDL = """
-CREATE TABLE L (ID INT PRIMARY KEY, A BIGINT) WITH (kafka_topic='left', value_format='JSON');
+CREATE TABLE L (ID INT PRIMARY KEY, A BIGINT, F INT) WITH (kafka_topic='left', value_format='JSON');
 CREATE TABLE R (ID INT PRIMARY KEY, B BIGINT) WITH (kafka_topic='right', value_format='JSON');
 """
 JOIN = "CREATE TABLE J AS SELECT L.ID AS ID, L.A, R.B FROM L {kind} JOIN R ON L.ID = R.ID;"
+FOREIGN_KEY_JOIN = "CREATE TABLE J AS SELECT L.ID AS ID, L.A, R.B FROM L {kind} JOIN R ON L.F = R.ID;"
 
 
 def generate(root: str, rows: int) -> None:
@@ -32,10 +34,11 @@ def generate(root: str, rows: int) -> None:
         n = min(chunk, rows - start)
         batch = []
         for topic, field in (("left", "A"), ("right", "B")):
-            keys = rng.integers(0, KEYS, n)
+            keys, pointers = rng.integers(0, KEYS, n), rng.integers(0, KEYS, n)
             deletes = rng.random(n) < TOMBSTONE_RATE
-            batch.append((topic, [Record(str(k).encode(), None if d else f'{{"{field}":{i}}}'.encode(), i)
-                                  for k, d, i in zip(keys, deletes, range(start, start + n))]))
+            extra = ',"F":{}' if topic == "left" else ""
+            batch.append((topic, [Record(str(k).encode(), None if d else (f'{{"{field}":{i}' + extra.format(f) + "}").encode(), i)
+                                  for k, f, d, i in zip(keys, pointers, deletes, range(start, start + n))]))
         store.append(batch)
 
 
@@ -51,6 +54,8 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
     generate(root, rows)
     per_batch = max(1, (2 * rows) // batches)
     variants = {f"streamjoin-{kind.lower()}": (DDL + JOIN.format(kind=kind), per_batch) for kind in ("INNER", "FULL")}
+    variants.update({f"streamjoin-fk-{kind.lower()}": (DDL + FOREIGN_KEY_JOIN.format(kind=kind), per_batch)
+                     for kind in ("INNER", "LEFT")})
     results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
     shutil.rmtree(work, ignore_errors=True)
     return results
