@@ -45,7 +45,7 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_codes, key_names, payload,
-    previous_row, restore_integers, tag_side, take,
+    previous_row, restore_integers, tag_side, take, version_ends,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, rows_for, run_segmented
 
@@ -207,7 +207,7 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
         leaves = np.flatnonzero((event == LEAVE_MOVED) | (event == LEAVE_DELETED))
         v_identity = np.concatenate([identity[:len(children)], identity[len(children):][joins]])
         v_start = np.concatenate([np.full(len(children), -1), joins])
-        v_end = _ends(v_identity, v_start, identity[len(children):][leaves], leaves)
+        v_end, _ = version_ends(v_identity, v_start, identity[len(children):][leaves], leaves)
         v_fk = np.concatenate([c_fk, fk[joins]])
         v_ok = np.concatenate([children[OK].to_numpy(dtype=bool), _flag(rows[OK])[joins]])
         v_time = np.concatenate([children[TIME].to_numpy(dtype=np.int64), t[joins]])
@@ -297,20 +297,6 @@ def _last_of(codes: np.ndarray, order=None) -> np.ndarray:
         return np.flatnonzero(~pd.Series(codes).duplicated(keep="last").to_numpy())
     by_order = np.argsort(order, kind="stable")
     return by_order[~pd.Series(codes[by_order]).duplicated(keep="last").to_numpy()]
-
-
-def _ends(identity: np.ndarray, start: np.ndarray, leave_identity: np.ndarray, leave_at: np.ndarray) -> np.ndarray:
-    """Each version's end: the next version or leave of its child (by ``identity``) after its start, or inf."""
-    item_identity = np.concatenate([identity, leave_identity])
-    item_at = np.concatenate([start, leave_at]).astype(float)
-    item_version = np.concatenate([np.arange(len(identity)), np.full(len(leave_at), -1)])
-    order = np.lexsort((item_at, item_identity))
-    same_next = np.append(item_identity[order][1:] == item_identity[order][:-1], False)
-    following = np.where(same_next, np.append(item_at[order][1:], np.inf), np.inf)
-    ends = np.full(len(identity), np.inf)
-    version = item_version[order]
-    ends[version[version >= 0]] = following[version >= 0]
-    return ends
 
 
 def _resolve_step(out_key):

@@ -146,6 +146,29 @@ def previous_row(codes: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(before), -1, before).astype(np.int64)
 
 
+def version_ends(identity: np.ndarray, start: np.ndarray, closer_identity: np.ndarray, closer_at: np.ndarray,
+                 overwrite_lag: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Versions of rows (``identity``: a code per row, ``start``: the position a version begins at, -1 for a stored
+    one) each end at their row's next event: the next version's start (plus ``overwrite_lag``), or a closing
+    event (``closer_identity`` at ``closer_at``: a retraction, a leave); inf if none. Returns the ends and, per
+    closing event, the version it closes (-1: none is open)."""
+    n = len(identity)
+    item_identity = np.concatenate([identity, closer_identity])
+    item_at = np.concatenate([start, closer_at]).astype(float)
+    item_version = np.concatenate([np.arange(n), np.full(len(closer_at), -1)])
+    order = np.lexsort((item_at, item_identity))
+    same, at, version = item_identity[order][1:] == item_identity[order][:-1], item_at[order], item_version[order]
+    lag = np.where(np.append(version[1:], -1) >= 0, overwrite_lag, 0.0)
+    following = np.where(np.append(same, False), np.append(at[1:], np.inf) + lag, np.inf)
+    ends = np.full(n, np.inf)
+    ends[version[version >= 0]] = following[version >= 0]
+    previous = np.where(np.insert(same, 0, False), np.insert(version[:-1], 0, -1), -1)
+    closes = np.full(len(closer_at), -1)
+    closers = version < 0
+    closes[order[closers] - n] = previous[closers]
+    return ends, closes
+
+
 def count_dropped(saved: dict, reason: str, n: int) -> None:
     """Add ``n`` to the operator's count of records dropped for ``reason`` (read by ``runtime.metrics``)."""
     dropped = saved.setdefault("dropped", {})

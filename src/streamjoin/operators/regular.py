@@ -51,7 +51,7 @@ from ..plan.settings import STATE_TTL
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, OK, SIDE, bucketed, clock_values, key_codes, key_names, payload, previous_row,
-    restore_integers, tag_side, take,
+    restore_integers, tag_side, take, version_ends,
 )
 from .pair_condition import compile_condition, supported
 from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
@@ -239,24 +239,14 @@ class _Versions:
         """Each version's end, and each retract message's version (-1: none live): the messages and versions
         of one row (side, identity, join key) in order, each message ending the version before it."""
         retracts = np.flatnonzero(rows[RETRACT].to_numpy(dtype=bool))
-        n = len(self.side)
-        item_pos = np.concatenate([self.start, retracts.astype(float)])
-        item_vid = np.concatenate([np.arange(n), np.full(len(retracts), -1)])
         row = pd.DataFrame({"s": np.concatenate([self.side, rows[SIDE].to_numpy(dtype=np.int64)[retracts]]),
                             "r": np.concatenate([self.row_id, rows[ROW_ID].to_numpy(dtype=object)[retracts]]),
                             "k": np.concatenate([self.k, row_k[retracts]])})
-        group = row.groupby(["s", "r", "k"], sort=False, dropna=False).ngroup().to_numpy()
-        order = np.lexsort((item_pos, group))
-        g, pos, vid = group[order], item_pos[order], item_vid[order]
-        same_next = np.append(g[1:] == g[:-1], False)  # the next item is of the same row
-        end = np.where(same_next, np.append(pos[1:], np.inf) + np.where(np.append(vid[1:], -1) >= 0, 0.5, 0.0), np.inf)
-        ends = np.full(n, np.inf)
-        ends[vid[vid >= 0]] = end[vid >= 0]
-        previous = np.insert(vid[:-1], 0, -1)
-        previous[~np.insert(g[1:] == g[:-1], 0, False)] = -1  # a retract's version: the item before it, unless a retract
+        identity = key_codes(row, ["s", "r", "k"])
+        ends, closes = version_ends(identity[:len(self.side)], self.start, identity[len(self.side):], retracts,
+                                    overwrite_lag=0.5)
         retracted = np.full(len(rows), -1)
-        is_retract = vid < 0
-        retracted[pos[is_retract].astype(np.int64)] = previous[is_retract]
+        retracted[retracts] = closes
         return ends, retracted
 
     def alive(self, v, clock):

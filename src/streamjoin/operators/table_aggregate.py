@@ -5,8 +5,9 @@ of a row takes its previous values out of their group and adds its new values to
 only takes them out. After each input change every group it touched emits its new aggregate values — one
 update when the row stayed in its group. A group left with no rows stays, with the aggregates of no rows (COUNT
 0), as Kafka Streams' table aggregation keeps it (ksqlDB, Lenses: its count.json "count table" writes 0; users
-write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist). Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM,
-AVG, MIN and MAX (the last three keep a multiset of values per group).
+write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist).
+Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM, AVG, MIN and MAX (the last three keep a multiset of
+values per group).
 
 Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
 1. by the input's key — every change of a row becomes a *retract* event carrying the row's previous group
@@ -19,13 +20,14 @@ Algorithm: two keyed stages, each over state buckets (``operators.state.run_segm
 
 State (per bucket, segmented, as a table log: ``state.log_changes``): stage 1 the group and arguments of
 every live input row, removed by its tombstone; stage 2 the accumulators of every group that has had a row,
-removed when its last row leaves (Flink) or never (Kafka Streams). A batch reads and writes the rows and groups it touches.
+removed when its last row leaves (Flink) or never (Kafka Streams). A batch reads and writes the rows and groups
+it touches.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -54,8 +56,10 @@ STATE = DeclaredState(
           "a row (stage 2)",
     segments="chunks of each stage's change log",
     purged="an input row at its tombstone; a group when its last row leaves")
-KAFKA_STREAMS_STATE = replace(STATE, keeps=STATE.keeps.replace("with a row", "that has had a row"),
-                              purged="an input row at its tombstone; a group never (it stays at COUNT 0, as in ksqlDB)")
+KAFKA_STREAMS_STATE = replace(
+    STATE, keeps="the group and arguments of every live input row (stage 1); the accumulators of every group that "
+                 "has had a row (stage 2)",
+    purged="an input row at its tombstone; a group never (it stays at COUNT 0, as in ksqlDB)")
 
 
 def _keeps_empty_groups(node: Aggregate) -> bool:
