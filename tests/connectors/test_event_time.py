@@ -82,3 +82,26 @@ def test_event_time_read_from_the_record_key(field, keys, times):
 
     table = records([("a", 7, {}) for _ in keys]).append_column("key", pa.array(keys, pa.binary()))
     assert event_times(table, field).tolist() == times
+
+
+def test_a_batchs_cached_clock_is_found_only_from_the_state_it_was_computed_from(tmp_path):
+    """The driver caches each planned batch's clock for the worker that reads it. Queries over the same topics
+    share the cache: a file is named by the batch's slice and the clock state it starts from, so a query that
+    started elsewhere (another offset, another state) never takes another's clock; writing is never an error."""
+    import numpy as np
+
+    from streamjoin.connectors.embedded_source import _ClockCache
+
+    clock = Clock({"t": "ts"})
+    mine, theirs = _ClockCache(str(tmp_path), ["t"], clock), _ClockCache(str(tmp_path), ["t"], clock)
+    early, late = {"streamTime": None}, {"streamTime": 500}
+    mine.put(10, 20, early, np.arange(10))
+    assert theirs.get(10, 20, early, 10).tolist() == list(range(10))  # shared
+    assert theirs.get(10, 20, late, 10) is None  # the same slice from another state: recomputed
+    theirs.drop_upto(20)
+    assert mine.get(10, 20, early, 10) is None  # removed by the other query: recomputed, not an error
+    blocked = _ClockCache(str(tmp_path / "file"), ["t"], clock)
+    (tmp_path / "file").write_text("not a directory")
+    blocked.put(0, 5, early, np.arange(5))  # cannot be written: no error, the worker computes it
+    assert blocked.get(0, 5, early, 5) is None
+    blocked.drop_upto(5)

@@ -93,8 +93,20 @@ SINKS = ("readings", "REKEYED", "JOINED", "PER_METER", "METER_SESSIONS", "ENRICH
 
 
 def _run(home, script, *extra):
+    """Starts `streamjoin run` on `home`; what it prints goes to `home/run-N.log`, so a failure can show it."""
     cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "32", *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = home / f"run-{len(list(home.glob('run-*.log')))}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def _finished(proc) -> bool:
+    """Waits for a `--once` run; on a non-zero exit, fails with the end of what it printed."""
+    rc = proc.wait(timeout=300)
+    assert rc == 0, f"exit {rc}; the end of {proc.log}:\n" + proc.log.read_text(errors="replace")[-6000:]
+    return True
 
 
 def _outputs(home, sinks):
@@ -113,7 +125,7 @@ def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
     _prepare(reference, script, SCRIPT, INPUTS)
     _prepare(crashed, script, SCRIPT, INPUTS)
-    assert _run(reference, script, "--once").wait(timeout=300) == 0
+    assert _finished(_run(reference, script, "--once"))
     expected = _outputs(reference, sinks)
     assert all(expected[t] for t in sinks)
 
@@ -129,5 +141,5 @@ def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
     partial = _outputs(crashed, sinks)
     assert len(partial[first]) < len(expected[first]), "the kill came too late to test anything"
 
-    assert _run(crashed, script, "--once").wait(timeout=300) == 0
+    assert _finished(_run(crashed, script, "--once"))
     assert _outputs(crashed, sinks) == expected

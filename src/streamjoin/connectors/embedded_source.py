@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 from typing import Iterator, Optional
 
 import numpy as np
@@ -127,8 +126,6 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         return self._log_seq
 
     def initialOffset(self) -> dict:
-        if self.clock_cache is not None:
-            self.clock_cache.clear()
         if self.starting == "latest":
             return self._offset(self._store().committed_seq(), None)
         return self._offset(0, None)
@@ -176,7 +173,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             return self._offset(end, None, counts)
         table = _read_slice(self.root, self.topics, after, end)
         clock, clock_state = self.clock.run(table, self._clock_state(start))
-        self.clock_cache.put(after, end, clock)
+        self.clock_cache.put(after, end, self._clock_state(start), clock)
         return self._offset(end, clock_state, count_null_values(table, start.get("nullValues") or {}))
 
     def reportLatestOffset(self) -> dict:
@@ -194,7 +191,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         if table is None:
             return
         if self.clock is not None:
-            clock = self.clock_cache.get(partition.after_seq, partition.upto_seq, table.num_rows)
+            clock = self.clock_cache.get(partition.after_seq, partition.upto_seq, partition.clock_state, table.num_rows)
             if clock is None:
                 clock, _ = self.clock.run(table, partition.clock_state)
             times, stream_time, topic_times = clock_columns(clock)
@@ -225,38 +222,48 @@ class EmbeddedTopicReader(DataSourceStreamReader):
 class _ClockCache:
     """The clock of each planned batch, as the driver computed it when it planned the batch, so the worker
     that reads the batch need not parse every event time again. Files under ``<root>/.clock/<config>``, one
-    per batch, removed once the batch commits; a missing file is simply recomputed. A query starting without
-    a checkpoint clears the directory; a restarted one may find the file of the batch it replays, which
-    holds the same values (topics only grow, so a slice of ingestion order never changes)."""
+    per batch, named by the batch's slice of ingestion order *and* the clock state it starts from: a file holds
+    the only clock that slice can have from that state (topics only grow, so a slice never changes), whichever
+    query wrote it — queries over the same topics share files, a restarted query finds the file of the batch it
+    replays, and nothing is ever cleared for correctness. Removed once a batch commits. It is a cache: a file
+    missing, half-written or removed by another query meanwhile is simply recomputed, and a failure to write
+    one never fails the batch."""
 
     def __init__(self, root: str, topics: list[str], clock: Clock):
         config = [sorted(topics), clock.fields, clock.delays, list(clock.sides)]
         digest = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         self.dir = os.path.join(root, ".clock", digest)
 
-    def clear(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def _path(self, after: int, upto: int, state: dict) -> str:
+        tag = hashlib.sha1(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
+        return os.path.join(self.dir, f"{after}-{upto}-{tag}.npy")
 
-    def _path(self, after: int, upto: int) -> str:
-        return os.path.join(self.dir, f"{after}-{upto}.npy")
-
-    def put(self, after: int, upto: int, clock: np.ndarray) -> None:
-        os.makedirs(self.dir, exist_ok=True)
-        tmp = self._path(after, upto) + f".{os.getpid()}.tmp"
-        with open(tmp, "wb") as out:
-            np.save(out, clock)
-        os.replace(tmp, self._path(after, upto))
-
-    def get(self, after: int, upto: int, rows: int) -> Optional[np.ndarray]:
+    def put(self, after: int, upto: int, state: dict, clock: np.ndarray) -> None:
+        path = self._path(after, upto, state)
+        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            clock = np.load(self._path(after, upto))
-        except (OSError, ValueError):
+            os.makedirs(self.dir, exist_ok=True)
+            with open(tmp, "wb") as out:
+                np.save(out, clock)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+    def get(self, after: int, upto: int, state: dict, rows: int) -> Optional[np.ndarray]:
+        try:
+            clock = np.load(self._path(after, upto, state))
+        except (OSError, ValueError, EOFError):
             return None
         return clock if len(clock) == rows else None  # the query's clock, and its sides' (``Clock.run``)
 
     def drop_upto(self, seq: int) -> None:
-        for name in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
-            if name.endswith(".npy") and int(name.split("-")[1][:-4]) <= seq:
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return
+        for name in names:
+            if name.endswith(".npy") and int(name.split("-")[1]) <= seq:
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.dir, name))
 
