@@ -1,8 +1,10 @@
 """Table-table join: two changelogs of N updates each over 100k keys, 5% of them tombstones, interleaved in
 ingestion order; joined on their keys (INNER, FULL), and by a foreign key (INNER, LEFT: each left row points at a
-random right key, ksqlDB's foreign-key join). Spark has no changelog join to compare with, so the reference (ratio 1.0) is streamjoin's
-own stream-table join (changelog table) on N stream records, run in the same process. Rows/s count input
-changes of both tables; state rows are the table rows held at the peak."""
+random right key, ksqlDB's foreign-key join); and the left table alone aggregated by its foreign key (ksqlDB's
+table aggregation: every change moves a row between two of 100k groups). Spark has no changelog join or
+aggregation to compare with, so the reference (ratio 1.0) is streamjoin's own stream-table join (changelog table)
+on N stream records, run in the same process. Rows/s count input changes of the tables read; state rows are the
+table rows held at the peak."""
 from __future__ import annotations
 
 import os
@@ -22,6 +24,7 @@ CREATE TABLE R (ID INT PRIMARY KEY, B BIGINT) WITH (kafka_topic='right', value_f
 """
 JOIN = "CREATE TABLE J AS SELECT L.ID AS ID, L.A, R.B FROM L {kind} JOIN R ON L.ID = R.ID;"
 FOREIGN_KEY_JOIN = "CREATE TABLE J AS SELECT L.ID AS ID, L.A, R.B FROM L {kind} JOIN R ON L.F = R.ID;"
+AGGREGATE = "CREATE TABLE J AS SELECT L.F, COUNT(*) AS N, SUM(L.A) AS S, AVG(CAST(L.A AS DOUBLE)) AS M FROM L GROUP BY L.F;"
 
 
 def generate(root: str, rows: int) -> None:
@@ -57,5 +60,7 @@ def run(*, rows: int, batches: int, only: list[str]) -> dict:
     variants.update({f"streamjoin-fk-{kind.lower()}": (DDL + FOREIGN_KEY_JOIN.format(kind=kind), per_batch)
                      for kind in ("INNER", "LEFT")})
     results.update(time_streamjoin(spark, variants, root, work, 2 * rows, only))
+    aggregate = {"streamjoin-table-aggregate": (DDL + AGGREGATE, max(1, rows // batches))}  # reads the left table only
+    results.update(time_streamjoin(spark, aggregate, root, work, rows, only))
     shutil.rmtree(work, ignore_errors=True)
     return results

@@ -37,7 +37,7 @@ def reference(spec, values, codes, prior):
 @pytest.mark.parametrize("kind", sorted(VALUES))
 @pytest.mark.parametrize("seed", range(4))
 def test_whole_batch_accumulation_agrees_with_the_fold(fn, kind, seed):
-    if kind in ("strings",) and fn in ("SUM", "AVG") or kind == "decimals" and fn == "AVG":
+    if kind == "strings" and fn in ("SUM", "AVG"):
         pytest.skip("not an aggregate of this type")
     rng = random.Random(seed)
     spec = AggSpec(fn.split()[0], "v", "out", distinct=fn.endswith("DISTINCT"))

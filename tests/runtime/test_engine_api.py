@@ -49,7 +49,7 @@ def test_explain_shows_where_predicates_run_and_repartitions(spark, tmp_path):
     ("SELECT * FROM l JOIN r WITHIN 1 MINUTE ON l.id = r.id", ["state stream_stream v1"]),
     ("SELECT * FROM l JOIN t ON l.id = t.id", ["state stream_table v1"]),
     ("SELECT l.id, COUNT(*) FROM l JOIN t ON l.id = t.id GROUP BY l.id", ["state aggregate v2", "state stream_table v1"]),
-    ("SELECT t.id, COUNT(*) FROM t GROUP BY t.id", ["state table_aggregate v1"]),
+    ("SELECT t.id, COUNT(*) FROM t GROUP BY t.id", ["state table_aggregate v2"]),
     ("SELECT l.id, COUNT(*) FROM l WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 10 SECONDS) GROUP BY l.id",
      ["state window_aggregate v2"]),
     ("SELECT l.id, COUNT(*) FROM l WINDOW SESSION (1 MINUTE) GROUP BY l.id", ["state session_aggregate v1"]),

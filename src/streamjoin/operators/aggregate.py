@@ -232,12 +232,12 @@ def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
         numbers = values.to_numpy()
         if integral and numbers.dtype.kind == "f":  # nulls made it float: whole numbers, as the fold sees them
             numbers = np.where(present, numbers, 0).astype(np.int64)
-        if fn in ("SUM", "AVG", "MIN", "MAX"):
-            if numbers.dtype.kind not in "iuf":
-                return None  # decimals, strings: folded record by record
-            if fn in ("SUM", "AVG") and numbers.dtype.kind == "f":
-                return None  # pandas sums floats with compensation: record by record, so a batch cut adds alike
+        if fn in ("MIN", "MAX") and numbers.dtype.kind not in "iuf":
+            return None  # decimals, strings: folded record by record
+        if numbers.dtype.kind in "iuf":
             numbers = numbers.astype(np.int64 if numbers.dtype.kind in "iu" else np.float64)
+        elif fn in ("SUM", "AVG"):
+            numbers = values.to_numpy(dtype=object)  # decimals
     order = np.concatenate([np.arange(groups), codes])  # group of every row, stored accumulators first
     last = _last_rows(codes, groups)
 
@@ -263,14 +263,14 @@ def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
         return results, results[last]
     seen = running(np.concatenate([[a is not None for a in prior], present]).astype(np.int64), "cumsum") > 0
     if fn in ("SUM", "AVG"):
-        totals = np.array([(a[0] if fn == "AVG" else a) if a is not None else 0 for a in prior])
-        totals = running(np.concatenate([totals.astype(numbers.dtype), np.where(present, numbers, 0)]), "cumsum")
+        totals = np.array([(a[0] if fn == "AVG" else a) if a is not None else 0 for a in prior], dtype=numbers.dtype)
+        totals = running_totals(totals, np.where(present, numbers, 0), codes)
         if fn == "SUM":
             results = _objects(totals, seen)
             return results, results[last]
         stored = np.array([a[1] if a is not None else 0 for a in prior], dtype=np.int64)
         counts = running(np.concatenate([stored, present.astype(np.int64)]), "cumsum")
-        means = _objects(totals / np.maximum(counts, 1), seen)
+        means = _objects(totals.astype(np.float64) / np.maximum(counts, 1), seen)
         accs = np.empty(len(last), dtype=object)
         accs[:] = [(t, c) if s else None for t, c, s in zip(_objects(totals[last]), counts[last].tolist(), seen[last])]
         return means, accs
@@ -295,6 +295,41 @@ def _last_rows(codes: np.ndarray, groups: int) -> np.ndarray:
     last = np.zeros(groups, dtype=np.int64)
     np.maximum.at(last, codes, np.arange(len(codes)))
     return last
+
+
+SHORT_SEGMENT = 64  # ``running_totals`` adds segments up to this length position by position, longer ones alone
+
+
+def running_totals(start: np.ndarray, steps: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """Each row's running total within its segment: ``start[segment]`` plus the segment's ``steps`` up to and
+    including the row, added one at a time in row order, as a record-at-a-time fold adds them, so a float or
+    decimal total does not depend on how the records were cut into batches (pandas' grouped cumsum compensates
+    float additions; numpy's sum pairs them up). ``segment``: each row's segment, 0..len(start)-1.
+
+    Algorithm: rows are ordered by segment (stable); a segment longer than ``SHORT_SEGMENT`` is one
+    ``np.add.accumulate`` (sequential); the short ones advance together, one vectorised addition per position
+    (the first row of each, then the second, ...). Cost: at most SHORT_SEGMENT + rows / SHORT_SEGMENT numpy calls."""
+    n = len(steps)
+    dtype = object if object in (start.dtype, steps.dtype) else np.result_type(start, steps)
+    order = np.argsort(segment, kind="stable")
+    seg, values = segment[order], steps[order].astype(dtype)
+    counts = np.bincount(seg, minlength=len(start))
+    first = np.cumsum(counts) - counts
+    out = np.empty(n, dtype=dtype)
+    long = counts > SHORT_SEGMENT
+    for s in np.flatnonzero(long):
+        a, b = first[s], first[s] + counts[s]
+        out[a:b] = np.add.accumulate(np.concatenate([np.asarray(start[s:s + 1], dtype=dtype), values[a:b]]))[1:]
+    short = np.flatnonzero(~long[seg])
+    depth = short - first[seg[short]]
+    by_depth = short[np.argsort(depth, kind="stable")]
+    ends = np.cumsum(np.bincount(depth, minlength=1))
+    for d, (a, b) in enumerate(zip(ends - np.bincount(depth, minlength=1), ends)):
+        rows = by_depth[a:b]
+        out[rows] = (start[seg[rows]].astype(dtype) if d == 0 else out[rows - 1]) + values[rows]
+    totals = np.empty(n, dtype=dtype)
+    totals[order] = out
+    return totals
 
 
 def _objects(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:

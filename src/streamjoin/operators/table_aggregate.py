@@ -25,10 +25,8 @@ it touches.
 """
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,19 +37,18 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
-from .aggregate import GLOBAL, AggSpec, _first_rows, _scalar, aggregate_specs, result_type
+from .aggregate import GLOBAL, AggSpec, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers, take
+from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_codes, key_index, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
 SIGN = "__sign"
 RETRACT, ADD = 0, 1
-ACCUMULATORS = "__accs"  # stage 2's state column: a group's row count and accumulators
 
 
 STATE = DeclaredState(
-    "table_aggregate", 1,
+    "table_aggregate", 2,
     keeps="the group and arguments of every live input row (stage 1); the accumulators of every group with "
           "a row (stage 2)",
     segments="chunks of each stage's change log",
@@ -136,7 +133,14 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
     """Stage 2, per bucket of groups: undoable accumulators; one output per input change and group.
     ``drop_null_groups``: an event for a null group is dropped and counted (``null_key``), as ksqlDB does;
     ``keep_empty``: a group its last row left emits the aggregates of no rows and stays (Kafka Streams), rather
-    than a tombstone."""
+    than a tombstone.
+
+    Computed for the whole batch at once: a group's row count and each aggregate's count and total are running
+    sums over its events (``running_totals`` adds totals in event order, as a fold would); a group its last row
+    left starts again from nothing (Flink), so sums run per *segment* of a group between such resets. Only the
+    multisets (MIN, MAX, DISTINCT) are folded event by event."""
+    columns = accumulator_columns(specs)
+
     def step(meta, events: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         if drop_null_groups and groups:
@@ -144,65 +148,128 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
             count_dropped(meta, "null_key", (null_group & (events[SIGN].to_numpy() == ADD)).sum())
             events = events[~null_group]
         events = restore_integers(events, integral).sort_values([SEQ, SUB, SIGN], kind="stable").reset_index(drop=True)
-        store = read_table(meta["table"], segments, keys, [ACCUMULATORS])
-        codes = events.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        store = read_table(meta["table"], segments, keys, columns)
+        codes = key_codes(events, keys)
         heads = events.iloc[_first_rows(codes)].reset_index(drop=True)  # one row per group, in the order of ``codes``
         found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
-        saved = [copy.deepcopy(store[ACCUMULATORS].iat[i]) if i >= 0 else _new(specs) for i in found]
-        signs = np.where(events[SIGN].to_numpy() == ADD, 1, -1).tolist()
-        order = list(zip(events[SEQ].tolist(), events[SUB].tolist()))
-        args = [events[s.arg].tolist() if s.arg else None for s in specs]
-        out_rows, results = [], []
-        for j, g in enumerate(codes):
-            state = saved[g]
-            state["rows"] += signs[j]
-            for s, acc, values in zip(specs, state["accs"], args):
-                _apply(s, acc, _scalar(values[j]) if values is not None else 1, signs[j])
-            if j + 1 < len(codes) and codes[j + 1] == g and order[j + 1] == order[j]:
-                continue  # the same change also adds to this group: one update after both
-            alive = state["rows"] > 0 or keep_empty
-            out_rows.append(j)
-            results.append([_result(s, acc) if alive else None for s, acc in zip(specs, state["accs"])] + [not alive])
-            if not alive:
-                saved[g] = _new(specs)
-        picked = events.iloc[out_rows].reset_index(drop=True)
-        out = pd.DataFrame(results, columns=[s.out for s in specs] + [TOMBSTONE])
-        for c in groups + [ROWTIME, SEQ, SUB]:
-            out[c] = picked[c].to_numpy()
-        changes = heads[keys].assign(**{ACCUMULATORS: saved, GONE: [state["rows"] <= 0 and not keep_empty for state in saved]})
-        table = apply_changes(meta["table"], segments, store, changes, keys)
+        fold = _GroupFold(events, codes, {c: take(store[c].to_numpy(), found, found >= 0) for c in columns}, keep_empty)
+        out = pd.DataFrame({c: events[c].to_numpy()[fold.emits] for c in groups + [ROWTIME, SEQ, SUB]})
+        changes = heads[keys].assign(**{ROWS: fold.final_rows, GONE: (fold.final_rows <= 0) & (not keep_empty)})
+        for i, s in enumerate(specs):
+            out[s.out], after = fold.aggregate(i, s, events[s.arg] if s.arg else None, s.arg in integral)
+            changes = changes.assign(**after)
+        out[TOMBSTONE] = fold.tombstone
+        table = apply_changes(meta["table"], segments, store, changes[keys + columns + [GONE]], keys)
         meta["rows"] = len(table)
         return out[out_names], meta
 
     return step
 
 
-def _new(specs: list[AggSpec]) -> dict:
-    return {"rows": 0, "accs": [{"n": 0, "total": 0, "values": Counter()} for _ in specs]}
+ROWS = "__rows"  # stage 2's state: per group its row count, and per aggregate i (``accumulator_columns``) ...
 
 
-def _apply(s: AggSpec, acc: dict, value: Any, sign: int) -> None:
-    if value is None:
-        return
-    acc["n"] += sign
-    if s.fn in ("SUM", "AVG"):
-        acc["total"] += sign * value
-    if s.distinct or s.fn in ("MIN", "MAX"):
-        acc["values"][value] += sign
-        if acc["values"][value] <= 0:
-            del acc["values"][value]
+def accumulator_columns(specs: list[AggSpec]) -> list[str]:
+    """... the count of its non-null values ``__n<i>``, their total ``__total<i>`` (SUM, AVG) and their multiset
+    ``__values<i>`` (a Counter: MIN, MAX, DISTINCT)."""
+    return [ROWS] + [f"__{field}{i}" for i, s in enumerate(specs) for field in ("n", "total", "values")
+                     if field == "n" or field == "total" and s.fn in ("SUM", "AVG") or field == "values" and _multiset(s)]
 
 
-def _result(s: AggSpec, acc: dict) -> Any:
-    if s.fn == "COUNT":
-        return len(acc["values"]) if s.distinct else acc["n"]
-    if acc["n"] == 0:
-        return None
-    if s.fn == "SUM":
-        return acc["total"]
-    if s.fn == "AVG":
-        return float(acc["total"]) / acc["n"]
-    return min(acc["values"]) if s.fn == "MIN" else max(acc["values"])
+def _multiset(s: AggSpec) -> bool:
+    return s.distinct or s.fn in ("MIN", "MAX")
+
+
+class _GroupFold:
+    """Stage 2's arithmetic for one batch of events, sorted by ingestion order (retract before add), in groups
+    ``codes`` whose stored accumulators are ``prior`` (a column per ``accumulator_columns``, a row per group;
+    None where the group is new). ``emits``: the events after which their group emits (all but a retract followed
+    by an add of the same change to the same group); ``tombstone``: per emitted event, whether its group is left
+    without rows (and not kept)."""
+
+    def __init__(self, events: pd.DataFrame, codes: np.ndarray, prior: dict, keep_empty: bool):
+        n, seq, sub = len(codes), events[SEQ].to_numpy(), events[SUB].to_numpy()
+        self.codes, self.prior = codes, prior
+        self.sign = np.where(events[SIGN].to_numpy() == ADD, 1, -1)
+        again = np.zeros(n, dtype=bool)
+        again[:-1] = (codes[1:] == codes[:-1]) & (seq[1:] == seq[:-1]) & (sub[1:] == sub[:-1])
+        self.emits = ~again
+        # a group's row count never falls below 0 (a row's retract follows its add), so resets need no segments
+        rows = self._stored(ROWS, np.int64)[codes] + _grouped_cumsum(self.sign, codes)
+        self.reset = self.emits & (rows <= 0) & (not keep_empty)
+        self.tombstone = self.reset[self.emits]
+        epoch = _grouped_cumsum(self.reset.astype(np.int64), codes) - self.reset
+        width = int(epoch.max(initial=0)) + 1
+        self.segment, firsts = pd.factorize(codes.astype(np.int64) * width + epoch)
+        self.segment_group, self.segment_fresh = firsts // width, firsts % width > 0
+        self.last = _last_rows(codes, len(prior[ROWS]))
+        self.ended = self.reset[self.last]  # the group's last event left it without rows: its state starts anew
+        self.final_rows = np.where(self.ended, 0, rows[self.last])
+
+    def _stored(self, column: str, dtype) -> np.ndarray:
+        """``column`` of every group's stored accumulators (0 for a new group)."""
+        values = self.prior[column]
+        return np.where(pd.isna(values), 0, values).astype(dtype)
+
+    def _starts(self, column: str, dtype) -> np.ndarray:
+        """Every segment's starting value of ``column``: the stored one for a group's first segment, else 0."""
+        return np.where(self.segment_fresh, 0, self._stored(column, dtype)[self.segment_group]).astype(dtype)
+
+    def aggregate(self, i: int, s: AggSpec, values: pd.Series | None, integral: bool):
+        """Aggregate ``i`` (``s``) over the argument ``values`` (None: COUNT(*)): (its result per emitted event,
+        each group's accumulator columns after the batch)."""
+        n, emits, last = len(self.codes), self.emits, self.last
+        present = np.ones(n, dtype=bool) if values is None else values.notna().to_numpy()
+        counts = self._starts(f"__n{i}", np.int64)[self.segment] + _grouped_cumsum(np.where(present, self.sign, 0), self.segment)
+        totals = np.zeros(n, dtype=np.int64)
+        if s.fn in ("SUM", "AVG"):
+            numbers = values.to_numpy()
+            if numbers.dtype.kind == "f" and integral:  # nulls made it float: whole numbers, as the rows hold them
+                numbers = np.where(present, numbers, 0).astype(np.int64)
+            elif numbers.dtype.kind not in "iuf":
+                numbers = values.to_numpy(dtype=object)  # decimals
+            steps = np.where(present, numbers, 0)
+            steps = np.where(self.sign < 0, -steps, steps)
+            totals = running_totals(self._starts(f"__total{i}", steps.dtype), steps, self.segment)
+        bags, folded = self._multisets(i, s, values, present) if _multiset(s) else (None, None)
+        if s.fn == "SUM":
+            results = _objects(totals[emits], counts[emits] > 0)
+        elif s.fn == "AVG":
+            results = _objects(totals[emits].astype(np.float64) / np.maximum(counts[emits], 1), counts[emits] > 0)
+        else:
+            results = folded if folded is not None else _objects(counts[emits])
+        results[self.tombstone] = None
+        after = {f"__n{i}": np.where(self.ended, 0, counts[last])}
+        if s.fn in ("SUM", "AVG"):
+            after[f"__total{i}"] = np.where(self.ended, 0, totals[last])
+        if bags is not None:
+            after[f"__values{i}"] = np.full(len(last), None, dtype=object)
+            after[f"__values{i}"][:] = [None if ended else bag for bag, ended in zip(bags, self.ended)]
+        return results, after
+
+    def _multisets(self, i: int, s: AggSpec, values: pd.Series | None, present: np.ndarray):
+        """Aggregate ``i``'s multiset of values per group, folded event by event: (each group's after the batch,
+        the result at every emitted event of COUNT(DISTINCT), MIN or MAX, None for the others)."""
+        bags = [Counter(bag) for bag in self.prior[f"__values{i}"]]
+        args = values.tolist() if values is not None else [1] * len(self.codes)
+        pick = {"COUNT": len, "MIN": min, "MAX": max}.get(s.fn)
+        results = []
+        for j, g in enumerate(self.codes.tolist()):
+            if present[j]:
+                value, bag = _scalar(args[j]), bags[g]
+                bag[value] += int(self.sign[j])
+                if bag[value] <= 0:
+                    del bag[value]
+            if self.emits[j] and pick:
+                results.append(pick(bags[g]) if bags[g] or s.fn == "COUNT" else None)
+            if self.reset[j]:
+                bags[g] = Counter()
+        return bags, pd.Series(results, dtype=object).to_numpy() if pick else None
+
+
+def _grouped_cumsum(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Running sums of integers per code, in row order (exact: integers)."""
+    return pd.Series(values).groupby(codes, sort=False).cumsum().to_numpy()
 
 
 OPERATOR = TableAggregate()
