@@ -105,3 +105,25 @@ def test_a_batchs_cached_clock_is_found_only_from_the_state_it_was_computed_from
     blocked.put(0, 5, early, np.arange(5))  # cannot be written: no error, the worker computes it
     assert blocked.get(0, 5, early, 5) is None
     blocked.drop_upto(5)
+
+
+def test_the_worker_reads_the_clock_the_driver_cached_for_its_batch(tmp_path, monkeypatch):
+    """The driver computes each planned batch's clock once (``latestOffset``); the worker reading the batch finds
+    it (not recomputing it from every record's time), batch after batch."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from streamjoin.connectors import embedded_source
+    from streamjoin.connectors.topic_store import Record, TopicStore
+
+    TopicStore(tmp_path).append([("t", [Record(b"k", json.dumps({"ts": i * 10}).encode(), i) for i in range(100)])])
+    reader = embedded_source.EmbeddedTopicReader({"root": str(tmp_path), "topics": "t", "eventtime": json.dumps({"t": "ts"})})
+    found, get = [], embedded_source._ClockCache.get
+    monkeypatch.setattr(embedded_source._ClockCache, "get", lambda self, *args: found.append(get(self, *args)) or found[-1])
+    start = reader.initialOffset()
+    for _ in range(3):
+        end = reader.latestOffset(json.loads(json.dumps(start)), ReadMaxRows(40))  # offsets travel as JSON
+        for partition in reader.partitions(json.loads(json.dumps(start)), json.loads(json.dumps(end))):
+            list(reader.read(partition))
+        reader.commit(end)
+        start = end
+    assert len(found) == 3 and all(clock is not None for clock in found)

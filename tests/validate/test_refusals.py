@@ -213,6 +213,24 @@ REFUSED = [
      "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION');"
      "CREATE STREAM J AS SELECT * FROM WS JOIN L WITHIN 1 MINUTE ON WS.ID = L.ID;", "windowed-join",
      "Can not join windowed source to non-windowed source."),
+    ("ksqlDB: a session-windowed stream joined to a time-windowed one",
+     "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE STREAM WT (ID INT KEY, Y INT) WITH (kafka_topic='wt', value_format='JSON', WINDOW_TYPE='HOPPING', "
+     "WINDOW_SIZE='10 SECONDS');"
+     "CREATE STREAM J AS SELECT * FROM WS JOIN WT WITHIN 1 MINUTE ON WS.ID = WT.ID;", "windowed-join",
+     "Incompatible windowed sources.\nLeft source: SESSION\nRight source: HOPPING"),
+    ("ksqlDB: time-windowed streams whose windows differ (one side's key would be rewritten)",
+     "CREATE STREAM WH (ID INT KEY, X INT) WITH (kafka_topic='wh', value_format='JSON', WINDOW_TYPE='HOPPING', "
+     "WINDOW_SIZE='10 SECONDS');"
+     "CREATE STREAM WT (ID INT KEY, Y INT) WITH (kafka_topic='wt', value_format='JSON', WINDOW_TYPE='TUMBLING', "
+     "WINDOW_SIZE='10 SECONDS');"
+     "CREATE STREAM J AS SELECT * FROM WH JOIN WT WITHIN 1 MINUTE ON WH.ID = WT.ID;", "windowed-join",
+     "Implicit repartitioning of windowed sources is not supported."),
+    ("ksqlDB: session-windowed streams joined on a value column",
+     "CREATE STREAM WS (K INT KEY, ID INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE STREAM WR (K INT KEY, ID INT) WITH (kafka_topic='wr', value_format='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE STREAM J AS SELECT * FROM WS JOIN WR WITHIN 1 MINUTE ON WS.K = WR.ID;", "windowed-join",
+     "Implicit repartitioning of windowed sources is not supported. See https://github.com/confluentinc/ksql/issues/4385."),
     ("ksqlDB: WINDOW_SIZE on a session-windowed source",
      "CREATE STREAM WS (ID INT KEY, X INT) WITH (kafka_topic='ws', value_format='JSON', WINDOW_TYPE='SESSION', "
      "WINDOW_SIZE='1 MINUTE');", "window-type", "'WINDOW_SIZE' should not be set for SESSION windows."),

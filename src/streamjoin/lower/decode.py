@@ -289,8 +289,9 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
                  F.col("stream_time").alias(STREAM_TIME)]
     if "topic_times" in df.columns:  # read for a KSQL windowed join (``lower.lowering.side_topics``)
         selected.append(F.col("topic_times").alias(TOPIC_TIMES))
-    if source.window is not None:  # the key's window (``_window_from_key``)
+    if source.window is not None:  # the key's window (``_window_from_key``), and a join's copies of it
         selected += [F.col(WINDOW_START), F.col(WINDOW_END)]
+        selected += [F.col(bound).alias(fid) for bound, fid in zip((WINDOW_START, WINDOW_END), scan.window_bounds)]
     if source.kind == "TABLE":
         selected.append(tombstone.alias(TOMBSTONE))
     return df.select(*selected, *RAW, ERROR)

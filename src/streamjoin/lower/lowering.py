@@ -20,8 +20,8 @@ from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
 from ..plan.nodes import (
-    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan,
-    WindowTable, naming_style, walk,
+    ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref,
+    Repartition, Scan, WindowTable, naming_style, walk,
 )
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
@@ -40,6 +40,26 @@ class SourceOptions:
     bootstrap: str | None = None  # read Kafka topics on this broker instead of the embedded store
     ingestion_order: str = "timestamp"  # Kafka: merge partitions by 'timestamp' or 'produced' (header)
     fail_on_data_loss: bool = True  # Kafka: stop when checkpointed records are gone (else re-read the partition)
+
+
+def _matching_windows(join: Join) -> Join:
+    """A ksqlDB join of windowed sources as its operator runs it: each side's window bounds (``Join.window_keys``)
+    are more join keys, so records match when their keys and windows do."""
+    if not join.window_keys:
+        return join
+    sides = [replace(side, keys=side.keys + tuple(Ref(ids[i], "bigint") for ids in join.window_keys),
+                     null_safe=side.null_safe + (False,) * len(join.window_keys) if side.null_safe else ())
+             for i, side in enumerate((join.left_side, join.right_side))]
+    return replace(join, left_side=sides[0], right_side=sides[1])
+
+
+def _with_key_window(join: Join, joined: DataFrame) -> DataFrame:
+    """A ksqlDB join of windowed sources: the window its result's key holds (``WINDOW_START``, ``WINDOW_END``) is
+    the one both sides' keys hold, read from whichever side a row has."""
+    if not join.window_keys:
+        return joined
+    bounds = zip(join.left.window_bounds, join.right.window_bounds)
+    return joined.withColumns({meta: F.coalesce(F.col(l), F.col(r)) for meta, (l, r) in zip((WINDOW_START, WINDOW_END), bounds)})
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
@@ -217,9 +237,10 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         left = lower(node.left, records, ctx)
         right = lower(node.right, records, ctx)
         operator = operator_for(node)
-        joined = operator.lower(node, left, right, replace(ctx, records=records))
+        joined = operator.lower(_matching_windows(node), left, right, replace(ctx, records=records))
         evaluated = getattr(operator, "evaluates_condition", lambda join: False)(node)  # on candidate pairs
-        return joined if node.condition is None or evaluated else _with_condition(node, joined)
+        joined = joined if node.condition is None or evaluated else _with_condition(node, joined)
+        return _with_key_window(node, joined)
     raise NotYetSupported(f"lowering {type(node).__name__}", issue=2)
 
 

@@ -112,8 +112,10 @@ class StreamStreamJoin:
 
 
 def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext, window: Window) -> DataFrame:
-    """Both inputs tagged and bucketed by join key, with the batch's tick rows, through the bucket step."""
-    keys = key_names(len(join.key))
+    """Both inputs tagged and bucketed by join key, with the batch's tick rows, through the bucket step. The
+    result carries the first ``len(join.key)`` keys; records match on all of their sides' keys (a ksqlDB join of
+    windowed sources adds the keys' windows: ``lower.lowering``)."""
+    keys = key_names(len(join.left_side.keys))
     left_payload, right_payload = payload(left), payload(right)
     clocks = _side_clocks(join, left, right, ctx, window)
     data = tag_side(left.withColumns(clocks), LEFT, join.left_side, keys).unionByName(

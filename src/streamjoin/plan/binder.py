@@ -69,7 +69,8 @@ class Binder:
         ksql = select.result_kind is None and style == "ksql" and declared_by(node, "ksql")  # ksqlDB's own refusals
         _check_functions(select, ksql)
         if isinstance(select.from_, ast.Join):
-            _check_windowed_inputs(node, select.from_)
+            node = _check_windowed_inputs(node, select.from_)
+            scope = replace(scope, node=node)
         if select.where is not None:
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
@@ -163,8 +164,8 @@ class Binder:
                               input=node, expr=array, element=element)
             return replace(scope, node=lateral)
         if isinstance(item, ast.Join):
-            left = self.bind_from(item.left, windows)
-            right = None if isinstance(item.right, ast.LateralTable) else self.bind_from(item.right, windows)
+            left = _with_window_bounds(self.bind_from(item.left, windows))
+            right = None if isinstance(item.right, ast.LateralTable) else _with_window_bounds(self.bind_from(item.right, windows))
             return bind_join(item, left, right, self)
         if isinstance(item, ast.WindowTable):
             return self._bind_window_table(item, windows)
@@ -660,17 +661,47 @@ def _with_scan_options(node: PlanNode, window, system_time) -> PlanNode:
 
 
 
-def _check_windowed_inputs(node: PlanNode, at: ast.Join) -> None:
-    """A join may not read a ksqlDB windowed source (``WINDOW_TYPE``) beside an unwindowed one (ksqlDB's words);
-    joins of windowed sources (matched by key and window) are not built yet."""
+def _check_windowed_inputs(node: PlanNode, at: ast.Join) -> PlanNode:
+    """ksqlDB's rules for joins of windowed sources (``WINDOW_TYPE``), in its words: never beside an unwindowed
+    source; session windows only with session windows, hopping and tumbling only with hopping and tumbling; and
+    no repartition of a windowed source — each side joined on its own key, both sides' keys holding windows of
+    one kind and size. A join of two windowed sources matches their windows too (``Join.window_keys``)."""
     scans = [n for n in walk(node) if isinstance(n, Scan) and not n.source.bounded_path]
     windowed = [n for n in scans if n.source.window is not None]
     if not windowed:
-        return
+        return node
     plain = [n for n in scans if n.source.window is None]
     if plain:
         raise StatementError(f"Can not join windowed source to non-windowed source.\n`{windowed[0].source.name}` is "
                              f"{windowed[0].source.window[0]} windowed\n`{plain[0].source.name}` is not windowed",
                              rule="windowed-join", pos=at.pos)
-    raise StatementError("joins of windowed sources (WINDOW_TYPE) are not supported yet (issue #25)", rule="windowed-join",
-                         pos=at.pos)
+    kinds = [n.source.window[0] for n in windowed[:2]]
+    if (kinds[0] == "SESSION") != (kinds[1] == "SESSION"):
+        raise StatementError(
+            f"Incompatible windowed sources.\nLeft source: {kinds[0]}\nRight source: {kinds[1]}\nSession windowed "
+            "sources can only be joined to other session windowed sources, and may still not result in expected "
+            "behaviour as session bounds must be an exact match for the join to work\nHopping and tumbling windowed "
+            "sources can only be joined to other hopping and tumbling windowed sources", rule="windowed-join", pos=at.pos)
+    on_own_keys = isinstance(node, Join) and all(
+        isinstance(k, Ref) and k.id in side.key for side, keys in ((node.left, node.left_side.keys),
+                                                                    (node.right, node.right_side.keys)) for k in keys)
+    if not on_own_keys or windowed[0].source.window != windowed[1].source.window:
+        raise StatementError("Implicit repartitioning of windowed sources is not supported. See "
+                             "https://github.com/confluentinc/ksql/issues/4385.", rule="windowed-join", pos=at.pos)
+    if not (isinstance(node.left, Scan) and isinstance(node.right, Scan)):
+        raise StatementError("joins of more than two windowed sources are not supported yet (issue #25)",
+                             rule="windowed-join", pos=at.pos)
+    matched = 2 if kinds[0] == "SESSION" else 1  # a time window's key holds its start, a session's start and end
+    return replace(node, window_keys=tuple(zip(node.left.window_bounds[:matched], node.right.window_bounds[:matched])))
+
+
+def _with_window_bounds(scope: Scope) -> Scope:
+    """A ksqlDB windowed source read by a join: its key's window as two more columns, WINDOWSTART and WINDOWEND
+    (after its key columns, as ksqlDB's ``SELECT *`` lists them), which the join matches and passes on."""
+    scan = scope.node
+    if not isinstance(scan, Scan) or scan.source.window is None:
+        return scope
+    bounds = tuple(Field(scan.alias, name, new_id(f"{scan.alias}_{name}"), "bigint") for name in ("WINDOWSTART", "WINDOWEND"))
+    after_key = max((i + 1 for i, f in enumerate(scan.fields) if f.id in scan.key), default=0)
+    fields = scan.fields[:after_key] + bounds + scan.fields[after_key:]
+    return replace(scope, node=replace(scan, fields=fields, window_bounds=tuple(f.id for f in bounds)))

@@ -69,6 +69,7 @@ class Scan(PlanNode):
     alias: str = ""
     window: Optional[ast.WindowSpec] = None  # SQLstream OVER (...) on this input
     system_time: Optional[ast.Expr] = None  # Flink FOR SYSTEM_TIME AS OF
+    window_bounds: tuple[str, ...] = ()  # ksqlDB windowed source in a join: ids of the fields WINDOWSTART, WINDOWEND
 
     def describe(self) -> str:
         extra = f" OVER {_window_text(self.window)}" if self.window else ""
@@ -162,6 +163,9 @@ class Join(PlanNode):
     static_table: bool = False  # a stream-table join whose table is loaded from a bounded source at query start
     on_keys: bool = False  # no ON: the records' keys are equal (Lenses)
     ksql_syntax: bool = False  # ksqlDB's SELECT over ksqlDB-declared inputs: its refusals and messages apply
+    # ksqlDB join of windowed sources: (left id, right id) of the window bounds matched beside the key (the start;
+    # a session's end too); the result's key holds that window
+    window_keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def inputs(self):
@@ -174,6 +178,8 @@ class Join(PlanNode):
         parts = [f"Join [{self.shape}] {self.join_type}"]
         if keys:
             parts.append(f"on {keys}")
+        if self.window_keys:
+            parts.append("and " + ("their keys' sessions" if len(self.window_keys) > 1 else "their keys' windows"))
         if self.within:
             parts.append(f"within ({self.within.before_ms} ms, {self.within.after_ms} ms)")
             if self.within.grace_ms is not None:

@@ -257,6 +257,8 @@ def _key_window(plan: PlanNode) -> Optional[tuple[str, int]]:
         node = node.input
     if isinstance(node, Scan):
         return node.source.window
+    if isinstance(node, Join) and node.window_keys:  # windowed sources joined: their (equal) window
+        return node.left.source.window
     window = node.window if isinstance(node, Aggregate) else None
     return (window.kind, window.size_ms) if window is not None and window.ksql else None
 
