@@ -14,14 +14,15 @@ Algorithm: two keyed stages, each over state buckets (``operators.state.run_segm
    and arguments (the previous change of its key in the batch, else the stored row) and, unless it is a
    tombstone, an *add* event carrying its new ones, both with the change's ingestion order; computed for
    the whole batch at once;
-2. by group — fold the events in ingestion order (retract before add) into the groups' accumulators and
-   emit, per input change, each touched group's values after it. As in ksqlDB, a row whose group is null
-   counts in no group (dropped and counted; Flink keeps a NULL group).
+2. by group — the events in ingestion order (retract before add) folded into the groups' accumulators,
+   emitting, per input change, each touched group's values after it; computed for the whole batch at once as
+   running sums per group (``_GroupFold``), only MIN, MAX and DISTINCT's multisets event by event. As in ksqlDB,
+   a row whose group is null counts in no group (dropped and counted; Flink keeps a NULL group).
 
 State (per bucket, segmented, as a table log: ``state.log_changes``): stage 1 the group and arguments of
-every live input row, removed by its tombstone; stage 2 the accumulators of every group that has had a row,
-removed when its last row leaves (Flink) or never (Kafka Streams). A batch reads and writes the rows and groups
-it touches.
+every live input row, removed by its tombstone; stage 2 the accumulators of every group that has had a row (as
+columns: ``accumulator_columns``), removed when its last row leaves (Flink) or never (Kafka Streams). A batch
+reads and writes the rows and groups it touches.
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class TableAggregate:
             events = events.withColumn(GLOBAL, F.lit(0))
         keys = groups or [GLOBAL]
         events = bucketed(events, keys, ctx.time_buckets)
-        step = group_step(keys, groups, specs, integral_columns(events, keys), out_schema.fieldNames(),
+        step = group_step(keys, groups, specs, integral_columns(events, keys + args), out_schema.fieldNames(),
                           drop_null_groups=naming_style(node) != "flink", keep_empty=_keeps_empty_groups(node))
         return run_segmented(events, BUCKET, step, out_schema)
 
