@@ -60,6 +60,23 @@ def test_whole_batch_accumulation_agrees_with_the_fold(fn, kind, seed):
     assert stored.tolist() == [set(a) if isinstance(a, set) else a for a in prior]  # stored state left as it was
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_running_totals_add_in_row_order_like_a_fold(seed):
+    """Floats of far-apart magnitudes and decimals, in segments short and long (past ``SHORT_SEGMENT``): every
+    running total is the one adding each row to its segment's total in turn gives, bit for bit."""
+    rng = np.random.default_rng(seed)
+    n, segments = int(rng.integers(1, 400)), int(rng.integers(1, 12))
+    segment = np.where(rng.random(n) < 0.6, 0, rng.integers(0, segments, n))  # segment 0 long, the others short
+    floats = rng.normal(size=n) * 10.0 ** rng.integers(-5, 12, n)
+    decimals = np.array([Decimal(int(x * 100)) / 100 for x in rng.normal(size=n) * 1000], dtype=object)
+    for start, steps in ((rng.normal(size=segments), floats), (np.array([Decimal("0.5")] * segments, dtype=object), decimals)):
+        totals, expected = list(start), []
+        for s, step in zip(segment, steps):
+            totals[s] = totals[s] + step
+            expected.append(totals[s])
+        assert list(aggregate.running_totals(start, steps, segment)) == expected
+
+
 def stream_input(seed: int, n: int = 80, null_groups: bool = True) -> pd.DataFrame:
     rng = random.Random(seed)
     regions = ["a", "b", "c"] + ([None] if null_groups else [])

@@ -323,8 +323,9 @@ def running_totals(start: np.ndarray, steps: np.ndarray, segment: np.ndarray) ->
     short = np.flatnonzero(~long[seg])
     depth = short - first[seg[short]]
     by_depth = short[np.argsort(depth, kind="stable")]
-    ends = np.cumsum(np.bincount(depth, minlength=1))
-    for d, (a, b) in enumerate(zip(ends - np.bincount(depth, minlength=1), ends)):
+    per_depth = np.bincount(depth, minlength=1)
+    ends = np.cumsum(per_depth)
+    for d, (a, b) in enumerate(zip(ends - per_depth, ends)):
         rows = by_depth[a:b]
         out[rows] = (start[seg[rows]].astype(dtype) if d == 0 else out[rows - 1]) + values[rows]
     totals = np.empty(n, dtype=dtype)
