@@ -180,6 +180,26 @@ def test_a_restart_keeps_the_checkpoints_bucket_count_and_refuses_another(spark,
     assert rows == [(k, f"l{k}", f"r{k}") for k in range(12)]
 
 
+def test_a_query_killed_while_writing_its_first_offsets_starts_again(spark, tmp_path):
+    """A kill -9 between Spark writing ``offsets/0`` as a hidden temporary file and renaming it leaves a log with
+    no batch but a file in it; Spark itself would refuse to start there (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``).
+    The query starts from the beginning instead, and its output is whole."""
+    offsets = tmp_path / "checkpoints" / "CSAS_J" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.5d0c2a1e-0b7e-4f7e-9a55-2f1d3c4b5a69.tmp").write_bytes(b"")
+    engine = Engine(spark, home=str(tmp_path))
+    (query,) = engine.execute(
+        "CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='JSON');"
+        "CREATE STREAM R (ID INT KEY, W STRING) WITH (kafka_topic='right', value_format='JSON');"
+        "CREATE STREAM J AS SELECT L.ID AS ID, V, W FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;")
+    produce_inputs(engine.store, [{"topic": t, "key": k, "value": {c: f"{t}{k}"}, "timestamp": k}
+                                  for k in range(5) for t, c in (("left", "V"), ("right", "W"))])
+    engine.process_all_available()
+    rows = sorted((int(r["ROWKEY"]), r["V"], r["W"]) for r in engine.dataframe(query).collect())
+    engine.stop()
+    assert rows == [(k, f"left{k}", f"right{k}") for k in range(5)]
+
+
 def test_a_join_reads_its_source_once_per_micro_batch(spark, tmp_path):
     """Both inputs and the tick rows of a windowed join come from one read of the batch's slice."""
     engine = Engine(spark, home=str(tmp_path))

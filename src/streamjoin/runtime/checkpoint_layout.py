@@ -99,6 +99,24 @@ def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict)
             out.close()
 
 
+def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
+    """Remove what a query killed while writing its first offsets left: Spark writes ``offsets/0`` as a hidden
+    temporary file and renames it, so a kill -9 in between leaves ``offsets/.0.<uuid>.tmp`` and no batch. On
+    restart Spark then starts from batch 0, finds the directory not empty and refuses to start
+    (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Only when the offsets log holds no batch are its and the
+    commit log's hidden files removed; nothing of a checkpoint with a batch is touched."""
+    jvm = spark._jvm
+    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
+    fs = root.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    logs = [jvm.org.apache.hadoop.fs.Path(root, name) for name in ("offsets", "commits")]
+    if not fs.exists(logs[0]) or any(f.getPath().getName().isdigit() for f in fs.listStatus(logs[0])):
+        return
+    for log in logs:
+        for f in fs.listStatus(log) if fs.exists(log) else []:
+            if f.getPath().getName().startswith("."):
+                fs.delete(f.getPath(), False)
+
+
 def reset(spark: SparkSession, checkpoint: str) -> bool:
     """Delete a query's checkpoint (through Hadoop's FileSystem): it starts over. Whether there was one."""
     jvm = spark._jvm

@@ -36,7 +36,7 @@ from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, interval_m
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import sink_function
-from .checkpoint_layout import check_fingerprint, fingerprint, reset, save_layout, state_buckets
+from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
 
@@ -247,6 +247,7 @@ class Engine:
         checkpoint = self._checkpoint(planned)
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
         save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
+        drop_unfinished_first_batch(self.spark, checkpoint)
         bootstrap = getattr(self.store, "bootstrap", None)
         properties = self.catalog.properties
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
