@@ -105,10 +105,8 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
     restart Spark then starts from batch 0, finds the directory not empty and refuses to start
     (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Only when the offsets log holds no batch are its and the
     commit log's hidden files removed; nothing of a checkpoint with a batch is touched."""
-    jvm = spark._jvm
-    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
-    fs = root.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
-    logs = [jvm.org.apache.hadoop.fs.Path(root, name) for name in ("offsets", "commits")]
+    fs, root = _filesystem(spark, checkpoint)
+    logs = [spark._jvm.org.apache.hadoop.fs.Path(root, name) for name in ("offsets", "commits")]
     if not fs.exists(logs[0]) or any(f.getPath().getName().isdigit() for f in fs.listStatus(logs[0])):
         return
     for log in logs:
@@ -119,9 +117,7 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
 
 def reset(spark: SparkSession, checkpoint: str) -> bool:
     """Delete a query's checkpoint (through Hadoop's FileSystem): it starts over. Whether there was one."""
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(checkpoint)
-    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    fs, path = _filesystem(spark, checkpoint)
     return bool(fs.exists(path) and fs.delete(path, True))
 
 
@@ -137,6 +133,12 @@ def _read(spark: SparkSession, checkpoint: str) -> dict | None:
 
 
 def _file(spark: SparkSession, checkpoint: str):
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(checkpoint), FILE)
+    return _filesystem(spark, checkpoint, FILE)
+
+
+def _filesystem(spark: SparkSession, checkpoint: str, *child: str):
+    """Hadoop's FileSystem for a checkpoint URI, and the path of the checkpoint (or of ``child`` in it)."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(checkpoint)
+    if child:
+        path = spark._jvm.org.apache.hadoop.fs.Path(path, *child)
     return path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()), path
