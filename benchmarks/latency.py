@@ -34,6 +34,7 @@ DEFAULT_BATCHES = 0
 RATES = tuple(int(r) for r in os.environ.get("LATENCY_RATES", "4,2000").split(","))
 SECONDS = int(os.environ.get("LATENCY_SECONDS", "30"))  # of feed per variant and rate
 IDLE_S = 10
+WARM_UP_S = 30  # of feed per warm-up run
 TABLE_ROWS = 100
 
 CLICKS = "CREATE STREAM CLICKS (ID BIGINT KEY, USER_ID INT, T BIGINT) WITH (kafka_topic='clicks', value_format='JSON');\n"
@@ -81,7 +82,10 @@ def _together() -> str:
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
     spark = session()
     results = {}
-    _measure(spark, "stream-stream", rate=4, seconds=5)  # warm up: Python workers, the JVM's code paths
+    # Warm up: Python workers, and the JVM's compiler, which keeps most of a core busy for the first minute of
+    # micro-batches (C2 compiling Spark's planning and task paths) and would slow whichever variant runs first.
+    for name in ("spark-native-join", "stream-stream"):
+        _measure(spark, name, rate=2000, seconds=WARM_UP_S)
     for rate in RATES:
         for name in (*BASELINES, *VARIANTS, "together"):
             if not only or name in only:
@@ -258,8 +262,14 @@ def _feed_and_watch(store, sinks: list, feeds: list, rate: int, seconds: float) 
     sent, seen, done = {}, {sink: {} for sink in sinks}, threading.Event()
     after = dict.fromkeys(sinks, store.committed_seq())
 
-    def watch():
+    def watch():  # a consumer polling every 5 ms; it reads the sinks only when the store has a new commit
+        read_at = None
         while not done.is_set() or (min(map(len, seen.values())) < len(sent) and time.monotonic() < done.deadline):
+            committed = store.committed_seq()
+            if committed == read_at:
+                time.sleep(0.005)
+                continue
+            read_at = committed
             for sink in sinks:
                 table = store.read_table(sink, after_seq=after[sink]) if store.exists(sink) else None
                 now = time.monotonic()

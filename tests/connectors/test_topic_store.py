@@ -1,6 +1,10 @@
 """The embedded topic store: ordering, partitions, atomic commits, idempotent sink batches."""
 from __future__ import annotations
 
+import os
+
+import pyarrow.ipc as ipc
+
 from streamjoin.connectors.topic_store import Record, TopicStore, partition_for
 
 
@@ -45,11 +49,17 @@ def test_a_replayed_sink_batch_is_skipped(tmp_path):
 def test_uncommitted_segments_are_invisible_and_cleaned(tmp_path):
     store = TopicStore(tmp_path)
     store.append([("t", [rec("k", "1", 1)])])
-    orphan = tmp_path / "t" / f"seg-{2:020d}-{2:020d}.arrow"
+    # a writer killed between its segments and its commit: _appending names the topics, seg 2..3 is on disk
+    (tmp_path / "_appending").write_text('["t"]')
+    orphan = tmp_path / "t" / f"seg-{2:020d}-{3:020d}.arrow"
     orphan.write_bytes((tmp_path / "t" / f"seg-{1:020d}-{1:020d}.arrow").read_bytes())
+    (tmp_path / "t" / f"seg-{2:020d}-{3:020d}.tmp").write_bytes(b"half")
     assert len(store.records("t")) == 1
-    store.append([("t", [rec("k", "2", 2)])])
-    assert [r.value for r in store.records("t")] == [b"1", b"2"]
+    store.append([("t", [rec("k", "2", 2)]), ("t", [rec("k", "3", 3)])])
+    assert [r.value for r in store.records("t")] == [b"1", b"2", b"3"]
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [
+        f"seg-{1:020d}-{1:020d}.arrow", f"seg-{2:020d}-{2:020d}.arrow", f"seg-{3:020d}-{3:020d}.arrow"]
+    assert not (tmp_path / "_appending").exists()
 
 
 def test_seq_after_counts_records_of_the_named_topics_only(tmp_path):
@@ -79,3 +89,36 @@ def test_headers_are_kept_in_order_and_old_segments_read_without_them(tmp_path):
     state["seq"] = 3
     store._commit(state)
     assert [r.headers for r in store.records("t")] == [headers, (), ()]
+
+
+def test_a_read_costs_what_it_reads_not_the_topics_history(tmp_path, monkeypatch):
+    from streamjoin.connectors import topic_store
+
+    writer, reader = TopicStore(tmp_path), TopicStore(tmp_path)
+    for i in range(300):
+        writer.append([("t", [rec("k", str(i), i)]), ("u", [rec("k", str(i), i)])])
+    assert len(reader.read_table("t")) == len(reader.read_table("u")) == 300  # the first reads list the folders
+    listed, opened, listdir, scandir, open_file = [], [], os.listdir, os.scandir, ipc.open_file
+    monkeypatch.setattr(topic_store.os, "listdir", lambda path: listed.append(path) or listdir(path))
+    monkeypatch.setattr(topic_store.os, "scandir", lambda path: listed.append(path) or scandir(path))
+    monkeypatch.setattr(topic_store.ipc, "open_file", lambda source: opened.append(source) or open_file(source))
+    committed = reader.committed_seq()
+    assert [r.value for r in reader.records("t")[-2:]] == [b"298", b"299"]
+    assert reader.read_table("t", after_seq=committed - 2).column("value").to_pylist() == [b"299"]
+    assert reader.seq_after(["t", "u"], committed - 4, 3, committed) == committed - 1
+    assert not listed  # nothing new: the index answers
+    opened.clear()
+    writer.append([("t", [rec("k", "300", 300)])], writer="q", batch_id=0)  # the writer lists nothing either
+    assert not listed
+    assert reader.read_table("t", after_seq=committed).column("value").to_pylist() == [b"300"]
+    assert len(listed) == 1 and len(opened) == 1  # the new segment only
+
+
+def test_a_topic_deleted_and_created_again_is_read_afresh(tmp_path):
+    store = TopicStore(tmp_path)
+    store.append([("t", [rec("k", "old", 1)])])
+    assert [r.value for r in store.records("t")] == [b"old"]
+    TopicStore(tmp_path).delete("t")
+    TopicStore(tmp_path).append([("t", [rec("k", "new", 2)])])
+    assert [r.value for r in store.records("t")] == [b"new"]
+    assert store.seq_after(["t"], 0, 5, store.committed_seq()) == store.committed_seq()

@@ -4,26 +4,34 @@ Layout::
 
     root/_log.json                       committed state: global sequence, per-topic offsets, sink batches
     root/_lock                           advisory lock serialising writers
+    root/_appending                      the topics an append is writing segments to, until it commits
     root/<topic>/seg-<first>-<last>.arrow  Arrow IPC segments, one per append, named by global sequence
 
 Every record is ``(key, value, timestamp, partition, offset, headers)`` plus ``seq``: a store-wide sequence number
 assigned at append time. ``seq`` is the ingestion order across all topics of the store, so a query
 reading several topics sees them in the order they were produced (the conformance runner's input order).
 
-An append writes its segments first and then replaces ``_log.json`` atomically: that replace is the
-commit. Readers never look past the committed sequence, so a writer that dies mid-append leaves nothing
-visible; the next writer deletes the orphaned segments. Sinks pass ``(writer_id, batch_id)``: a batch id
-at or below the last one committed for that writer is skipped, which makes replayed micro-batches
-idempotent (exactly-once output after a restart).
+An append names the topics it writes in ``_appending``, writes their segments, then replaces ``_log.json``
+atomically: that replace is the commit. Readers never look past the committed sequence, so a writer that
+dies mid-append leaves nothing visible; the next writer finds ``_appending`` and deletes the orphaned
+segments of those topics. Sinks pass ``(writer_id, batch_id)``: a batch id at or below the last one committed
+for that writer is skipped, which makes replayed micro-batches idempotent (exactly-once output after a restart).
+
+A topic gains a segment file per append, so nothing here may cost what a topic's history costs: each process
+keeps an index of every topic's committed segments (``_SegmentIndex``; a committed segment never changes)
+and lists a topic's folder again only when it is asked for records past what the index covers, adding just
+the names after its last; a read or a ``seq_after`` finds its segments by bisection. An append lists nothing.
 """
 from __future__ import annotations
 
+import bisect
 import fcntl
 import json
 import os
+import threading
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -45,6 +53,7 @@ RECORD_SCHEMA = pa.schema(
 )
 
 DEFAULT_PARTITIONS = 1
+APPENDING = "_appending"
 
 
 @dataclass(frozen=True)
@@ -65,9 +74,38 @@ def partition_for(key: Optional[bytes], partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
-def _segment_range(path: Path) -> tuple[int, int]:
-    _, first, last = path.stem.split("-")
+def _segment_range(name: str) -> tuple[int, int]:
+    """(first, last) sequence number of the segment file ``name`` (``seg-<first>-<last>.arrow``)."""
+    _, first, last = name[: -len(SEGMENT_SUFFIX)].split("-")
     return int(first), int(last)
+
+
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "seg-", ".arrow"
+
+
+def _is_segment(name: str) -> bool:
+    return name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX)
+
+
+@dataclass
+class _SegmentIndex:
+    """One topic's committed segments known to this process, in sequence order: every segment whose last
+    sequence number is at most ``covered``. Names sort as their numbers do (fixed-width digits)."""
+
+    names: list = field(default_factory=list)
+    firsts: list = field(default_factory=list)
+    lasts: list = field(default_factory=list)
+    covered: int = -1
+
+    def between(self, after_seq: int, upto_seq: int) -> range:
+        """Positions of the segments holding records with ``after_seq < seq <= upto_seq``."""
+        return range(bisect.bisect_right(self.lasts, after_seq), bisect.bisect_right(self.firsts, upto_seq))
+
+
+# (store root, topic, the sequence number the topic was created at) -> its index; a topic deleted and created
+# again is another key, so an index never lists files that were deleted
+_INDEXES: dict[tuple[str, str, int], _SegmentIndex] = {}
+_INDEXING = threading.Lock()
 
 
 class TopicStore:
@@ -102,10 +140,21 @@ class TopicStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _drop_uncommitted(self, state: dict) -> None:
-        for topic in state["topics"]:
-            for seg in self._segments(topic):
-                if _segment_range(seg)[1] > state["seq"]:
-                    seg.unlink(missing_ok=True)
+        """Delete the segments (and half-written files) an append left behind when it died before its commit:
+        those of the topics ``_appending`` names (every topic's, if the name list itself was cut short)."""
+        marker = self.root / APPENDING
+        try:
+            topics = json.loads(marker.read_text())
+        except FileNotFoundError:
+            return
+        except ValueError:
+            topics = list(state["topics"])
+        for topic in topics:
+            folder = self.root / topic
+            for name in os.listdir(folder) if folder.is_dir() else ():
+                if name.endswith(".tmp") or (_is_segment(name) and _segment_range(name)[1] > state["seq"]):
+                    (folder / name).unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ topics
 
@@ -130,22 +179,43 @@ class TopicStore:
 
     def _add_topic(self, state: dict, topic: str, partitions: int) -> dict:
         (self.root / topic).mkdir(parents=True, exist_ok=True)
-        info = {"partitions": max(1, int(partitions)), "next_offset": [0] * max(1, int(partitions))}
+        info = {"partitions": max(1, int(partitions)), "next_offset": [0] * max(1, int(partitions)),
+                "created": state["seq"]}
         state["topics"][topic] = info
         return info
 
     def delete(self, topic: str) -> None:
         with self._locked() as state:
             if state["topics"].pop(topic, None) is not None:
-                for seg in self._segments(topic):
-                    seg.unlink(missing_ok=True)
+                folder = self.root / topic
+                for name in os.listdir(folder) if folder.is_dir() else ():
+                    if _is_segment(name):
+                        (folder / name).unlink(missing_ok=True)
                 self._commit(state)
 
-    def _segments(self, topic: str) -> list[Path]:
-        folder = self.root / topic
-        if not folder.is_dir():
-            return []
-        return sorted(folder.glob("seg-*.arrow"))
+    def _index(self, topic: str, upto_seq: int, state: dict) -> _SegmentIndex:
+        """``topic``'s segment index, covering at least ``upto_seq`` when that is committed (``state`` was read
+        before this call, so every segment it commits is in place). Lists the folder only to extend it."""
+        info = state["topics"].get(topic)
+        if info is None:
+            return _SegmentIndex()
+        with _INDEXING:
+            index = _INDEXES.setdefault((str(self.root), topic, info.get("created", 0)), _SegmentIndex())
+            if upto_seq > index.covered:
+                known = index.names[-1] if index.names else ""
+                try:
+                    names = sorted(n for n in os.listdir(self.root / topic) if n > known and _is_segment(n))
+                except FileNotFoundError:
+                    names = []
+                for name in names:
+                    first, last = _segment_range(name)
+                    if last > state["seq"]:  # not committed: in flight, or left by a writer that died
+                        break
+                    index.names.append(name)
+                    index.firsts.append(first)
+                    index.lasts.append(last)
+                index.covered = state["seq"]
+            return index
 
     # ------------------------------------------------------------------ writing
 
@@ -164,6 +234,10 @@ class TopicStore:
             if writer is not None and batch_id is not None:
                 if batch_id <= state["writers"].get(writer, -1):
                     return False
+            marker = self.root / APPENDING
+            written = sorted({topic for topic, records in batches if records})
+            if written:
+                marker.write_text(json.dumps(written))
             seq = state["seq"]
             for topic, records in batches:
                 info = state["topics"].get(topic) or self._add_topic(state, topic, partitions)
@@ -174,6 +248,7 @@ class TopicStore:
             if writer is not None and batch_id is not None:
                 state["writers"][writer] = batch_id
             self._commit(state)
+            marker.unlink(missing_ok=True)
             return True
 
     def _write_segment(self, topic: str, info: dict, records: Sequence[Record], seq: int) -> int:
@@ -207,13 +282,14 @@ class TopicStore:
 
     def read_table(self, topic: str, after_seq: int = 0, upto_seq: Optional[int] = None) -> pa.Table:
         """Records of ``topic`` with ``after_seq < seq <= upto_seq`` (default: committed), in seq order."""
-        upto = self.committed_seq() if upto_seq is None else upto_seq
+        state = self._state()
+        upto = state["seq"] if upto_seq is None else upto_seq
+        index = self._index(topic, upto, state)
         parts = []
-        for seg in self._segments(topic):
-            first, last = _segment_range(seg)
-            if last <= after_seq or first > upto:
-                continue
-            with ipc.open_file(pa.memory_map(str(seg))) as reader:  # no copy: segments never change
+        for i in index.between(after_seq, upto):
+            first, last = index.firsts[i], index.lasts[i]
+            segment = pa.memory_map(str(self.root / topic / index.names[i]))  # no copy: segments never change
+            with ipc.open_file(segment) as reader:
                 table = reader.read_all()
             if "headers" not in table.column_names:  # a segment written before records had headers
                 table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
@@ -230,10 +306,9 @@ class TopicStore:
         their last record up to ``upto_seq`` if there are fewer; ``after_seq`` if there is none, so that
         records of other topics, such as a query's own output, start no batch). Reads no data: a
         segment's sequence numbers are contiguous and its name gives their range."""
-        ranges = sorted(
-            r for topic in topics for r in map(_segment_range, self._segments(topic))
-            if r[1] > after_seq and r[0] <= upto_seq
-        )
+        state = self._state()
+        ranges = sorted((index.firsts[i], index.lasts[i]) for index in (self._index(t, upto_seq, state) for t in topics)
+                        for i in index.between(after_seq, upto_seq))
         remaining, end = count, after_seq
         for first, last in ranges:
             first, last = max(first, after_seq + 1), min(last, upto_seq)
@@ -249,12 +324,13 @@ class TopicStore:
 
     def first_records(self, topic: str, n: int) -> list[Record]:
         """The first ``n`` records of ``topic`` (fewer if it holds fewer), reading only the segments they are in."""
-        committed, taken, parts = self.committed_seq(), 0, []
-        for seg in self._segments(topic):
-            if taken >= n or _segment_range(seg)[0] > committed:
+        state = self._state()
+        committed, taken, parts = state["seq"], 0, []
+        index = self._index(topic, committed, state)
+        for first, last in zip(index.firsts, index.lasts):
+            if taken >= n:
                 break
-            first, last = _segment_range(seg)
-            part = self.read_table(topic, first - 1, min(last, committed)).slice(0, n - taken)
+            part = self.read_table(topic, first - 1, last).slice(0, n - taken)
             parts.append(part)
             taken += part.num_rows
         return [r for part in parts for r in records_of(part)]
