@@ -359,21 +359,21 @@ def test_syntax_error(script, index, line, column, found, expected):
     error = caught.value
     assert (error.statement_index, error.line, error.column, error.found) == (index, line, column, found)
     assert expected in error.expected
-    assert str(error).startswith(f"statement {index + 1}, line {line}, column {column}: ")
+    assert str(error).startswith(f"Line: {line}, Col: {column}: ") and str(error).endswith(f" (statement {index + 1})")
 
 
 def test_error_message():
     with pytest.raises(SqlSyntaxError) as caught:
         parse_script("SELECT a FROM t;\nSELECT a FROM L JOIN R r\n  WITHN 1 HOUR ON L.id = R.id")
     message = str(caught.value)
-    assert message.startswith("statement 2, line 3, column 3: syntax error at 'WITHN': expected one of ")
+    assert message.startswith("Line: 3, Col: 3: syntax error at 'WITHN': expected one of ") and message.endswith(" (statement 2)")
     assert "', ', " not in message and "ON, OUTER, OVER" in message
 
 
 def test_a_lenses_join_takes_one_window_written_before_or_after_on():
     with pytest.raises(SqlSyntaxError) as caught:
         parse_script("SELECT STREAM a FROM l JOIN r WITHIN 5s ON l.id = r.id WITHIN 6s")
-    assert "two different WITHIN windows" in str(caught.value) and str(caught.value).startswith("statement 1, line 1, ")
+    assert "two different WITHIN windows" in str(caught.value) and str(caught.value).startswith("Line: 1, Col: ")
 
 
 def test_parse_statement_refuses_two_statements():

@@ -5,7 +5,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from ..errors import StatementError
+from ..errors import PREPARING, StatementError
 from ..sql import ast
 from .nodes import OWN_ROWTIME, ROWTIME, WINDOW_END, WINDOW_START, Field, Join, PlanNode, Ref, Scan, walk
 
@@ -82,7 +82,7 @@ class Scope:
             could = sorted({f"{c.qualifier.upper()}.{c.name}" for c in candidates})
             raise StatementError(  # ksqlDB's words
                 f"Column '{name.upper() if not col.name.quoted else name}' is ambiguous. Could be "
-                f"{', '.join(could[:-1])} or {could[-1]}.", rule="ambiguous-column", pos=col.pos)
+                f"{', '.join(could[:-1])} or {could[-1]}.", rule="ambiguous-column", pos=col.pos, stage=PREPARING)
         pseudo = self._pseudo(col)
         if pseudo is not None:
             return pseudo

@@ -24,7 +24,7 @@ from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
-from ..errors import StreamjoinError
+from ..errors import StreamjoinError, location
 from .ast import Expr, Pos, ScriptStatement, Statement
 from .transform import AstBuilder, InvalidSyntax, shift
 
@@ -55,11 +55,11 @@ class SqlSyntaxError(StreamjoinError):
 
     def _text(self) -> str:
         at = END_OF_INPUT if self.found == END_OF_INPUT else repr(self.found)
-        text = f"statement {self.statement_index + 1}, {self.pos}: {self.reason} at {at}"
+        text = f"{location(self.pos)}{self.reason} at {at}"
         if self.expected:
             names = ", ".join(name if name[0].isalpha() else repr(name) for name in self.expected)
             text += f": expected {'one of ' if len(self.expected) > 1 else ''}{names}"
-        return text
+        return f"{text} (statement {self.statement_index + 1})"
 
 
 class _IdentEverywhere(PostLex):
