@@ -281,6 +281,11 @@ REFUSED = [
      "only to a stream source."),
     ("ksqlDB: an unknown column, by clause", "CREATE STREAM W AS SELECT V FROM L WHERE BOB > 1;", "unknown-column",
      "WHERE column 'BOB' cannot be resolved."),
+    ("ksqlDB: an unknown GROUP BY column", "CREATE TABLE W AS SELECT V, COUNT(*) FROM L GROUP BY BOB;", "unknown-column",
+     "GROUP BY column 'BOB' cannot be resolved."),
+    ("ksqlDB: a PARTITION BY column of the result, not the input", "CREATE STREAM W AS SELECT V AS V2 FROM L PARTITION BY V2;",
+     "unknown-column", "PARTITION BY column 'V2' cannot be resolved. 'V2' must be a column in the source schema since "
+     "PARTITION BY is applied on the input."),
     ("ksqlDB: a function no system has", "CREATE TABLE G AS SELECT V, WONT_FIND_ME(X) FROM L GROUP BY V;",
      "unknown-function", "Can't find any functions with the name 'WONT_FIND_ME'"),
     ("Flink: a function no system has", "INSERT INTO J SELECT id, NO_SUCH_FN(x) FROM Orders;", "unknown-function",

@@ -99,8 +99,9 @@ class Binder:
             raise StatementError("HAVING needs GROUP BY", rule="having-without-group-by", pos=select.having.pos)
         rekey = [item for item in items if _named(item, "_key")] if select.result_kind else []
         if select.partition_by or rekey:
-            by = tuple(self.bind_expr(e, scope) for e in select.partition_by) or (
-                rekey[0][0] if len(rekey[0]) == 4 else self.bind_expr(rekey[0][0], scope),)
+            with _ksql_unknown_column("PARTITION BY" if ksql else None):
+                by = tuple(self.bind_expr(e, scope) for e in select.partition_by) or (
+                    rekey[0][0] if len(rekey[0]) == 4 else self.bind_expr(rekey[0][0], scope),)
             node = _repartition(node, by, "PARTITION BY" if select.partition_by else "AS _key")
             scope = replace(scope, node=node)
         with _ksql_unknown_column("SELECT" if ksql else None):
@@ -285,7 +286,8 @@ class Binder:
     def _bind_aggregate(self, select: ast.Select, scope: Scope, items, style: str, ksql: bool = False):
         """``ksql``: ksqlDB's own refusals apply (``plan.ksql_aggregation``)."""
         window = ksql_window(select.time_window, select.emit, scope.node) if select.time_window is not None else None
-        group_exprs = [self.bind_expr(window_bounds(e, window, "GROUP BY"), scope) for e in select.group_by]
+        with _ksql_unknown_column("GROUP BY" if ksql else None):
+            group_exprs = [self.bind_expr(window_bounds(e, window, "GROUP BY"), scope) for e in select.group_by]
         if ksql:
             ksql_aggregation.check_no_duplicate_groups(select.group_by, group_exprs)
         source = scope.node
@@ -426,8 +428,12 @@ def _ksql_unknown_column(clause: Optional[str]):
     except UnknownColumn as err:
         if clause is None:
             raise
-        raise StatementError(f"{clause} column '{ksql_aggregation.ksql_text(err.column, qualified=False)}' cannot be "
-                             "resolved.", rule="unknown-column", pos=err.pos) from None
+        column = ksql_aggregation.ksql_text(err.column, qualified=False)
+        # ksqlDB's Analyzer adds why for PARTITION BY, which applies to the input, not to the result
+        why = (f" '{column}' must be a column in the source schema since PARTITION BY is applied on the input."
+               if clause == "PARTITION BY" else "")
+        raise StatementError(f"{clause} column '{column}' cannot be resolved.{why}", rule="unknown-column",
+                             pos=err.pos) from None
 
 
 def _check_functions(select: ast.Select, ksql: bool) -> None:
