@@ -122,3 +122,32 @@ def test_a_topic_deleted_and_created_again_is_read_afresh(tmp_path):
     TopicStore(tmp_path).append([("t", [rec("k", "new", 2)])])
     assert [r.value for r in store.records("t")] == [b"new"]
     assert store.seq_after(["t"], 0, 5, store.committed_seq()) == store.committed_seq()
+
+
+def test_an_idle_reader_answers_when_the_store_commits(tmp_path, monkeypatch):
+    """A reader that has found nothing new for a while waits for the store's next commit before it answers, so
+    Spark asks an idle query less often; a record committed meanwhile is in the answer."""
+    import threading
+    import time
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from streamjoin.connectors import embedded_source
+
+    store = TopicStore(tmp_path)
+    store.append([("t", [rec("k", "1", 1)])])
+    reader = embedded_source.EmbeddedTopicReader({"root": str(tmp_path), "topics": "t"})
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert start["seq"] == 1
+    monkeypatch.setattr(embedded_source, "IDLE_AFTER_S", 0.0)
+    monkeypatch.setattr(embedded_source, "IDLE_WAIT_S", 0.05)
+    assert reader.latestOffset(start, ReadAllAvailable()) == start  # nothing came: the same answer, after a wait
+    monkeypatch.setattr(embedded_source, "IDLE_WAIT_S", 60.0)
+    other = threading.Timer(0.2, lambda: store.append([("other", [rec("k", "x", 2)])]))
+    ours = threading.Timer(0.4, lambda: store.append([("t", [rec("k", "2", 3)])]))
+    other.start(), ours.start()
+    began = time.monotonic()
+    answers = [reader.latestOffset(start, ReadAllAvailable())]  # another topic's commit: asked again, nothing new
+    while answers[-1]["seq"] == start["seq"]:
+        answers.append(reader.latestOffset(start, ReadAllAvailable()))
+    assert answers[-1]["seq"] == 3 and time.monotonic() - began < 30  # woken by the commit, not by the deadline

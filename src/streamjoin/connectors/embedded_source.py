@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from typing import Iterator, Optional
 
 import numpy as np
@@ -46,6 +47,7 @@ from .json_decode import decode_plan, decoded_fields, with_decoded
 from .topic_store import HEADERS_TYPE, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
+IDLE_AFTER_S, IDLE_WAIT_S, IDLE_CHECK_S = 1.0, 0.05, 0.01  # ``EmbeddedTopicReader.latestOffset``
 TOPIC_TIMES_TYPE = pa.list_(pa.int64())
 TICK_TOPIC = "__tick__"
 
@@ -108,6 +110,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         self.count_nulls = options.get("countnullvalues", "false").lower() == "true" or self.clock is not None
         self.decode = decode_plan(options.get("decode"))
         self.clock_cache = _ClockCache(self.root, self.topics, self.clock) if self.clock else None
+        self._news_at = time.monotonic()  # when a latestOffset last found input
 
     def _store(self) -> TopicStore:
         return TopicStore(self.root)
@@ -146,6 +149,34 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit) -> dict:
+        """Spark asks every 10 ms while there is no new input, at a JVM and a Python round trip a question; a
+        reader that has found nothing new for ``IDLE_AFTER_S`` answers only when the store commits something,
+        or after ``IDLE_WAIT_S``: an idle query asks ~20 times a second, and a record that arrives is still seen
+        within ``IDLE_CHECK_S`` of its commit (issue #35: an idle script's cores)."""
+        offset = self._latest_offset_now(start, limit)
+        if offset["seq"] != start["seq"]:
+            self._news_at = time.monotonic()
+        elif time.monotonic() - self._news_at > IDLE_AFTER_S:
+            log, deadline = self._log_file(), time.monotonic() + IDLE_WAIT_S
+            while time.monotonic() < deadline:
+                time.sleep(IDLE_CHECK_S)
+                if self._log_file() != log:  # a commit (maybe input of ours): answer again, and ask no more
+                    offset = self._latest_offset_now(start, limit)
+                    if offset["seq"] != start["seq"]:
+                        self._news_at = time.monotonic()
+                    break
+        return offset
+
+    def _log_file(self):
+        """Which ``_log.json`` the store has: every commit replaces the file (a new inode), so this changes with
+        each commit, at the cost of a ``stat``."""
+        try:
+            stat = os.stat(os.path.join(self.root, "_log.json"))
+        except FileNotFoundError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+    def _latest_offset_now(self, start: dict, limit) -> dict:
         committed = self._committed()
         question = (json.dumps(start, sort_keys=True), committed, getattr(limit, "max_rows", None))
         answered = getattr(self, "_answered", None)
