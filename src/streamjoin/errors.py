@@ -13,7 +13,7 @@ PREPARING = "Exception while preparing statement"  # ksqlDB's words before an er
 
 def location(pos) -> str:
     """``Line: L, Col: C: `` (ksqlDB's ``NodeLocation`` prefix) for a position in a script; empty without one."""
-    return f"Line: {pos.line}, Col: {pos.column}: " if pos is not None and getattr(pos, "line", 0) else ""
+    return f"{pos}: " if pos is not None and getattr(pos, "line", 0) else ""
 
 
 class StatementError(StreamjoinError):

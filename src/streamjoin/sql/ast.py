@@ -16,8 +16,8 @@ class Pos:
     line: int = 0
     column: int = 0
 
-    def __str__(self) -> str:
-        return f"line {self.line}, column {self.column}"
+    def __str__(self) -> str:  # as ksqlDB's NodeLocation writes a position (1-based, in the whole script)
+        return f"Line: {self.line}, Col: {self.column}"
 
 
 NOWHERE = Pos()
