@@ -49,8 +49,6 @@ REFUSED = [
     ("unknown source", "CREATE STREAM J AS SELECT * FROM NOWHERE;", "unknown-source", "NOWHERE"),
     ("ambiguous column", "CREATE STREAM J AS SELECT V FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",  # ksqlDB's text
      "ambiguous-column", "Exception while preparing statement: Line: 16, Col: 27: Column 'V' is ambiguous. Could be L.V or R.V."),
-    ("ksqlDB INSERT INTO an undeclared stream", "INSERT INTO NOWHERE SELECT * FROM L;",
-     "unknown-source", "Line: 16, Col: 13: Source `NOWHERE` does not exist."),
     ("duplicate output column", "CREATE STREAM J AS SELECT V, V FROM L;", "duplicate-column", "V"),
     ("table without key", "CREATE TABLE NK (A INT) WITH (kafka_topic='nk', value_format='JSON');",
      "table-needs-key", "PRIMARY KEY"),

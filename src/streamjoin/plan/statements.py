@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
 
-from ..errors import PREPARING, StatementError
+from ..errors import StatementError
 from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
@@ -18,7 +18,7 @@ from .ddl import (
 )
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
-from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
+from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, walk
 from .values import values_records
 
 
@@ -191,10 +191,6 @@ class StatementPlanner:
         plan, style = self.binder.bind_select(select)
         self._check(plan)
         existing = self.catalog.source(name)
-        if existing is None and not create and select.result_kind is None and style == "ksql" and declared_by(plan, "ksql"):
-            # ksqlDB's INSERT INTO writes only into a declared stream or table (Lenses' creates its target topic)
-            raise StatementError(f"Source `{display_name(name, 'ksql')}` does not exist.", rule="unknown-source",
-                                 pos=name.pos, stage=PREPARING)
         if not columns and existing is not None and existing.dialect in ("sqlstream", "flink"):
             # SQL's INSERT without a column list fills the target's columns in order (SQLstream, Flink); a
             # selected ROWTIME is the record's time (every SQLstream stream has one), not a column
