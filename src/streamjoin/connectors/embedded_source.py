@@ -44,7 +44,7 @@ from pyspark.sql.types import StructType
 
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, decoded_fields, with_decoded
-from .topic_store import HEADERS_TYPE, TopicStore
+from .topic_store import HEADERS_TYPE, LOG, TopicStore
 
 SOURCE_NAME = "streamjoin_topics"
 IDLE_AFTER_S, IDLE_WAIT_S, IDLE_CHECK_S = 1.0, 0.05, 0.01  # ``EmbeddedTopicReader.latestOffset``
@@ -120,7 +120,7 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         waits for input: the store's log is parsed again only when its bytes changed, and an unchanged
         question gets the answer it got before, so a waiting query costs little (issue #35)."""
         try:
-            with open(os.path.join(self.root, "_log.json"), "rb") as log:
+            with open(os.path.join(self.root, LOG), "rb") as log:
                 text = log.read()
         except FileNotFoundError:
             return 0
@@ -154,27 +154,29 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         or after ``IDLE_WAIT_S``: an idle query asks ~20 times a second, and a record that arrives is still seen
         within ``IDLE_CHECK_S`` of its commit (issue #35: an idle script's cores)."""
         offset = self._latest_offset_now(start, limit)
+        idle = offset["seq"] == start["seq"] and time.monotonic() - self._news_at > IDLE_AFTER_S
+        if idle and self._await_commit():  # maybe input of ours: answer again, and ask no more
+            offset = self._latest_offset_now(start, limit)
         if offset["seq"] != start["seq"]:
             self._news_at = time.monotonic()
-        elif time.monotonic() - self._news_at > IDLE_AFTER_S:
-            log, deadline = self._log_file(), time.monotonic() + IDLE_WAIT_S
-            while time.monotonic() < deadline:
-                time.sleep(IDLE_CHECK_S)
-                if self._log_file() != log:  # a commit (maybe input of ours): answer again, and ask no more
-                    offset = self._latest_offset_now(start, limit)
-                    if offset["seq"] != start["seq"]:
-                        self._news_at = time.monotonic()
-                    break
         return offset
 
-    def _log_file(self):
-        """Which ``_log.json`` the store has: every commit replaces the file (a new inode), so this changes with
-        each commit, at the cost of a ``stat``."""
-        try:
-            stat = os.stat(os.path.join(self.root, "_log.json"))
-        except FileNotFoundError:
-            return None
-        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+    def _await_commit(self) -> bool:
+        """Whether the store commits within ``IDLE_WAIT_S``: each commit replaces its log file (a new inode), so
+        a ``stat`` every ``IDLE_CHECK_S`` sees it."""
+        def log_file():
+            try:
+                stat = os.stat(os.path.join(self.root, LOG))
+            except FileNotFoundError:
+                return None
+            return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+        log, deadline = log_file(), time.monotonic() + IDLE_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(IDLE_CHECK_S)
+            if log_file() != log:
+                return True
+        return False
 
     def _latest_offset_now(self, start: dict, limit) -> dict:
         committed = self._committed()

@@ -53,7 +53,9 @@ RECORD_SCHEMA = pa.schema(
 )
 
 DEFAULT_PARTITIONS = 1
+LOG = "_log.json"  # the committed state; each commit replaces the file
 APPENDING = "_appending"
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "seg-", ".arrow"
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,6 @@ def _segment_range(name: str) -> tuple[int, int]:
     """(first, last) sequence number of the segment file ``name`` (``seg-<first>-<last>.arrow``)."""
     _, first, last = name[: -len(SEGMENT_SUFFIX)].split("-")
     return int(first), int(last)
-
-
-SEGMENT_PREFIX, SEGMENT_SUFFIX = "seg-", ".arrow"
 
 
 def _is_segment(name: str) -> bool:
@@ -119,14 +118,14 @@ class TopicStore:
 
     def _state(self) -> dict:
         try:
-            return json.loads((self.root / "_log.json").read_text())
+            return json.loads((self.root / LOG).read_text())
         except FileNotFoundError:
             return {"seq": 0, "topics": {}, "writers": {}}
 
     def _commit(self, state: dict) -> None:
-        tmp = self.root / f"_log.json.{os.getpid()}.tmp"
+        tmp = self.root / f"{LOG}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(state, sort_keys=True))
-        os.replace(tmp, self.root / "_log.json")
+        os.replace(tmp, self.root / LOG)
 
     @contextmanager
     def _locked(self) -> Iterator[dict]:
@@ -267,7 +266,7 @@ class TopicStore:
             cols["headers"].append([{"key": k, "value": v} for k, v in rec.headers])
         table = pa.table(cols, schema=RECORD_SCHEMA)
         first = cols["seq"][0]
-        path = self.root / topic / f"seg-{first:020d}-{seq:020d}.arrow"
+        path = self.root / topic / f"{SEGMENT_PREFIX}{first:020d}-{seq:020d}{SEGMENT_SUFFIX}"
         tmp = path.with_suffix(".tmp")
         with ipc.new_file(tmp, RECORD_SCHEMA) as out:
             out.write_table(table)
