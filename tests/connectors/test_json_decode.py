@@ -2,6 +2,7 @@
 the reader decodes must come out exactly as Spark decodes it; the rest it leaves to Spark."""
 from __future__ import annotations
 
+import datetime
 import math
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ from pyspark.sql import functions as F
 from streamjoin.connectors.json_decode import CHUNK, canonical_names, decode_columns, decode_plan, decode_option, decodable
 from streamjoin.connectors.json_format import JSON_READ_OPTIONS
 
-COLUMNS = [("I", "INT"), ("B", "BIGINT"), ("D", "DOUBLE"), ("S", "STRING"), ("F", "BOOLEAN")]
+COLUMNS = [("I", "INT"), ("B", "BIGINT"), ("D", "DOUBLE"), ("S", "STRING"), ("F", "BOOLEAN"), ("T", "TIMESTAMP")]
 
 # (value, whether the reader decodes it): tricky values either decode as Spark does or are left to Spark
 VALUES = [
@@ -33,6 +34,14 @@ VALUES = [
     (b'{"S":"\xff"}', False), (b'{"S":"tab\there"}', False), (b'{"I":1}{"I":2}', False),
     (b'{"I":1} x', False), (b'{"I":1,\n"S":"two lines"}', False), (b' {"I":1}', False), (b'[1,2]', False),
     (b'"text"', False), (b'', False), (b'{"__corrupt":"x"}', False), (b'not json', False),
+    # a TIMESTAMP: Spark's pattern yyyy-MM-dd[[ ]['T']HH:mm[:ss][.SSS][XXX]] in UTC; the reader takes the plain forms
+    (b'{"T":"2020-01-01 00:00:00.000"}', True), (b'{"T":"2020-02-29T12:34:56.789"}', True),
+    (b'{"T":"2020-01-01 12:34"}', True), (b'{"T":"2020-01-01 12:34:56"}', True), (b'{"T":"1969-12-31 23:59:59.999"}', True),
+    (b'{"T":"0001-01-01 00:00:00.000"}', True), (b'{"T":"9999-12-31 23:59:59.999"}', True), (b'{"T":null,"I":1}', True),
+    (b'{"T":"2020-01-01"}', False), (b'{"T":"2020-01-01 00:00:00.1"}', False), (b'{"T":"2020-01-01 00:00:00Z"}', False),
+    (b'{"T":"2020-01-01 00:00:00.000+01:00"}', False), (b'{"T":1577836800}', False), (b'{"T":"2021-02-29 00:00:00"}', False),
+    (b'{"T":"1970-01-01 24:00:00.000"}', False), (b'{"T":" 2020-01-01 00:00"}', False), (b'{"T":"2020-1-01 00:00"}', False),
+    (b'{"T":""}', False), (b'{"T":true}', False),
 ]
 
 
@@ -40,7 +49,9 @@ def _spark_rows(spark, values):
     schema = ", ".join(f"`{n}` {t}" for n, t in COLUMNS) + ", `__corrupt` string"
     df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
     parsed = F.from_json(F.col("value").cast("string"), schema, {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": "__corrupt"})
-    return [r.p.asDict() if r.p is not None else None for r in df.select("i", parsed.alias("p")).orderBy("i").collect()]
+    fields = [F.unix_micros(F.col(f"p.{n}")).alias(n) if t == "TIMESTAMP" else F.col(f"p.{n}") for n, t in COLUMNS]
+    rows = df.select("i", parsed.alias("p")).select("i", F.when(F.col("p").isNotNull(), F.struct(*fields, "p.__corrupt")).alias("p"))
+    return [r.p.asDict() if r.p is not None else None for r in rows.orderBy("i").collect()]
 
 
 def _same(a, b) -> bool:
@@ -50,7 +61,14 @@ def _same(a, b) -> bool:
 def _decode(values, topic="t"):
     plan = decode_plan(decode_option([(topic, COLUMNS)], {}))
     [column] = decode_columns(pa.array(["t"] * len(values)), pa.array(values, pa.binary()), plan.structs)
-    return column.to_pylist()
+    return [row and {n: _micros(v) for n, v in row.items()} for row in column.to_pylist()]
+
+
+def _micros(value):
+    """A timestamp as microseconds since the epoch (as ``_spark_rows`` gives Spark's), anything else as it is."""
+    if isinstance(value, datetime.datetime):
+        return (value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
+    return value
 
 
 @pytest.mark.parametrize("value, decoded", VALUES, ids=[v.decode("utf-8", "replace")[:40] for v, _ in VALUES])
@@ -67,7 +85,7 @@ def test_a_rejected_value_leaves_only_its_chunk_to_spark():
     good = [b'{"I":%d,"S":"ok"}' % i for i in range(2 * CHUNK + 10)]
     values = good[:2 * CHUNK] + [None, b'{"I":"bad"}'] + good[2 * CHUNK:]
     decoded = _decode(values)
-    assert decoded[:2 * CHUNK] == [{"I": i, "B": None, "D": None, "S": "ok", "F": None} for i in range(2 * CHUNK)]
+    assert decoded[:2 * CHUNK] == [{"I": i, "B": None, "D": None, "S": "ok", "F": None, "T": None} for i in range(2 * CHUNK)]
     assert decoded[2 * CHUNK:] == [None] * 12
 
 
@@ -78,7 +96,7 @@ def test_other_topics_and_null_values_are_not_decoded():
 
 
 @pytest.mark.parametrize("columns, ok", [
-    (COLUMNS, True), ([("T", "TIMESTAMP")], False), ([("A", "ARRAY<INT>")], False), ([("M", "DECIMAL(10,2)")], False), ([], False),
+    (COLUMNS, True), ([("T", "TIMESTAMP")], True), ([("T", "TIMESTAMP_NTZ")], False), ([("A", "ARRAY<INT>")], False), ([("M", "DECIMAL(10,2)")], False), ([], False),
 ])
 def test_which_sources_the_reader_decodes(columns, ok):
     assert decodable(columns) is ok

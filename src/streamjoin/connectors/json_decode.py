@@ -12,7 +12,8 @@ the reader only ever takes work away; what it decodes must be exactly what Spark
 - only sources whose value columns all have a type in ``PYARROW_TYPES``, which pyarrow reads with
   Spark's rules (a DOUBLE takes an integer, a field of another name is ignored); a chunk holding a value
   pyarrow will not convert (an INT field holding ``5.0``, ``"5"`` or ``2147483648``) is left to Spark, which
-  refuses it or, for a ksqlDB source, coerces it as ksqlDB does (``lower.decode``);
+  refuses it or, for a ksqlDB source, coerces it as ksqlDB does (``lower.decode``); a TIMESTAMP is read as
+  text and converted by Arrow only when every text of the chunk has a plain shape (``TIMESTAMP_TEXT``);
 - only values that are one object on one line: the text starts with ``{``, ends with ``}``, has no line
   break, and does not name Spark's corrupt-record column;
 - records go to pyarrow in chunks of ``CHUNK`` values, one per line (and on to Spark a chunk at a time,
@@ -32,7 +33,11 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 PYARROW_TYPES = {"int": pa.int32(), "integer": pa.int32(), "bigint": pa.int64(), "double": pa.float64(),
-                 "string": pa.string(), "boolean": pa.bool_()}
+                 "string": pa.string(), "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC")}
+# the texts of a TIMESTAMP the reader converts (Arrow's ISO-8601 cast, in UTC): a subset of what Spark's
+# ``timestampFormat`` (``json_format.JSON_READ_OPTIONS``) reads, which it reads to the same instant; any other
+# (a number, a zone offset, another count of fraction digits, a date alone) leaves its chunk to Spark
+TIMESTAMP_TEXT = r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{3})?)?$"
 CHUNK = 8192
 CORRUPT = "__corrupt"  # Spark's corrupt-record column (lower.decode): a value naming it is left to Spark
 
@@ -185,13 +190,24 @@ def _decode(value: pa.Array, eligible: pa.Array, struct: pa.StructType) -> pa.Ar
 
 
 def _parse(chunk: pa.Array, schema: pa.Schema) -> Optional[pa.Table]:
-    """The chunk's values as rows of ``schema``, or None if pyarrow cannot read them one row per value."""
+    """The chunk's values as rows of ``schema``, or None if pyarrow cannot read them one row per value. A
+    TIMESTAMP field is read as text, and converted only if every text is of ``TIMESTAMP_TEXT``'s shape."""
+    times = [i for i, f in enumerate(schema) if pa.types.is_timestamp(f.type)]
+    as_read = schema
+    for i in times:
+        as_read = as_read.set(i, schema.field(i).with_type(pa.string()))
     try:
         chunk.cast(pa.string())  # pyarrow's parser takes bytes that are not UTF-8 into its strings as they are
         lines = pa.ListArray.from_arrays(pa.array([0, len(chunk)], pa.int32()), chunk)
         text = pc.binary_join(lines, b"\n")[0].as_buffer()
         table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(use_threads=False, block_size=max(text.size, 1 << 20)),
-                             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+                             parse_options=pj.ParseOptions(explicit_schema=as_read, unexpected_field_behavior="ignore"))
+        for i in times:
+            texts = table.column(i)
+            if pc.any(pc.invert(pc.match_substring_regex(texts, TIMESTAMP_TEXT))).as_py():
+                return None
+            millis = pc.cast(texts, pa.timestamp("ms"))
+            table = table.set_column(i, schema.field(i), millis.cast(schema.field(i).type))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError):
         return None
     return table if table.num_rows == len(chunk) else None

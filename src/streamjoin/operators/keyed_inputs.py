@@ -133,6 +133,20 @@ def take(values: np.ndarray, positions: np.ndarray, present: np.ndarray) -> np.n
     return out
 
 
+def null_unless(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values`` where ``keep``, null elsewhere: NaN or NaT in the values' own dtype when it has one, so the
+    column stays typed; otherwise objects with None (an integer or boolean column)."""
+    if keep.all():
+        return values
+    if values.dtype.kind == "f":
+        return np.where(keep, values, np.nan)
+    if values.dtype.kind in "mM":
+        return np.where(keep, values, np.array("NaT", dtype=values.dtype))
+    if values.dtype.kind != "O" and not keep.any():
+        return np.full(len(values), None, dtype=object)
+    return np.where(keep, values.astype(object), None)
+
+
 def key_codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """A number per distinct key of ``frame`` (NULLs a key of their own), for each row."""
     if not keys:

@@ -50,7 +50,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, payload, tag_side, tick_only_clock, tick_rows,
+    BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, null_unless, payload, tag_side, tick_only_clock, tick_rows,
 )
 from .state import run_segmented
 
@@ -459,22 +459,19 @@ def _pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, ke
 
 
 def _padded(recs, seqs, sub, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
-    """Null-padded rows for records of either side (the other side's columns null)."""
+    """Null-padded rows for records of either side (the other side's columns null). A column keeps its dtype
+    where it has a null of its own (NaN, NaT): the rows then concatenate with the pair rows at numpy's speed."""
     if not len(recs):
         return pd.DataFrame()
     is_left = recs[SIDE].to_numpy() == LEFT
-    out = pd.DataFrame(index=range(len(recs)))
-    for c in left_payload:
-        out[c] = np.where(is_left, recs[c].to_numpy(dtype=object), None)
-    for c in right_payload:
-        out[c] = np.where(~is_left, recs[c].to_numpy(dtype=object), None)
-    for jk, k in zip(key_ids, keys):
-        out[jk] = recs[k].to_numpy()
+    out = {c: null_unless(recs[c].to_numpy(), is_left) for c in left_payload}
+    out.update({c: null_unless(recs[c].to_numpy(), ~is_left) for c in right_payload})
+    out.update({jk: recs[k].to_numpy() for jk, k in zip(key_ids, keys)})
     out[ROWTIME] = recs[ROWTIME].to_numpy(np.int64)
     out[SEQ] = np.asarray(seqs, dtype=np.int64)
-    out[SUB] = sub
+    out[SUB] = np.full(len(recs), sub, dtype=np.int64)
     out[STREAM_TIME] = recs[STREAM_TIME].to_numpy()
-    return out
+    return pd.DataFrame(out)
 
 
 def _emit_closed(store, first_match, row_ords, row_seqs, st):
