@@ -127,3 +127,36 @@ def test_the_worker_reads_the_clock_the_driver_cached_for_its_batch(tmp_path, mo
         reader.commit(end)
         start = end
     assert len(found) == 3 and all(clock is not None for clock in found)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_a_large_clocked_batch_read_in_parts_is_the_batch_read_whole(tmp_path, monkeypatch, cached):
+    """Split among readers, a batch's records, their clocks (the query's and each side's) and its tick rows are
+    those of the batch read by one task; only the last part brings the ticks. Without the driver's cached clock,
+    each part runs the clock over the whole batch again."""
+    import pyarrow as pa
+
+    from streamjoin.connectors import embedded_source
+    from streamjoin.connectors.topic_store import Record, TopicStore
+
+    monkeypatch.setattr(embedded_source, "SPLIT_ROWS", 10)
+    TopicStore(tmp_path).append([(t, [Record(b"k", json.dumps({"ts": (i * 37) % 101}).encode(), i) for i in range(40)])
+                                 for t in ("a", "b")])
+    options = {"root": str(tmp_path), "topics": "a,b", "eventtime": json.dumps({"a": "ts", "b": "ts"}),
+               "sidetopics": json.dumps(["a", "b"]), "ticks": "2", "clocksteps": "7"}
+
+    def batch(readers):
+        reader = embedded_source.EmbeddedTopicReader({**options, "readers": str(readers)})
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        if not cached:
+            monkeypatch.setattr(embedded_source._ClockCache, "get", lambda self, *args: None)
+        parts = reader.partitions(start, end)
+        rows = pa.Table.from_batches([b for p in parts for b in reader.read(p)]).sort_by([("seq", "ascending"), ("topic", "ascending")])
+        monkeypatch.undo()
+        monkeypatch.setattr(embedded_source, "SPLIT_ROWS", 10)
+        return len(parts), rows.to_pylist()
+
+    whole, split = batch(1), batch(3)
+    assert whole[0] == 1 and split[0] == 3
+    assert split[1] == whole[1] and sum(r["topic"] == embedded_source.TICK_TOPIC for r in split[1]) == 2

@@ -71,7 +71,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
                   .option("order", opts.ingestion_order).option("ordered", str(stateful).lower())
                   .option("failOnDataLoss", str(opts.fail_on_data_loss).lower()))
     else:
-        reader = spark.readStream.format("streamjoin_topics").option("root", opts.root)
+        # a reader task keeps two cores busy (its Python reader, and the JVM taking its rows)
+        readers = max(1, spark.sparkContext.defaultParallelism // 2)
+        reader = spark.readStream.format("streamjoin_topics").option("root", opts.root).option("readers", str(readers))
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
     decoded, names = reader_decoded(scans), json_columns(scans)
     if decoded or names:  # JSON values the source reader decodes, so Spark need not, and their field names
