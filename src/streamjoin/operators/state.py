@@ -132,7 +132,7 @@ class _StoredSegments(Segments):
         frame = self.frames.get(segment)
         if frame is None:
             started = time.perf_counter()
-            frame = self.frames[segment] = _naive(pickle.loads(self.map.getValue((int(segment),))[0]))
+            frame = self.frames[segment] = _naive_frame(pickle.loads(self.map.getValue((int(segment),))[0]))
             _timed("state_read", started)
         return frame
 
@@ -312,14 +312,14 @@ def as_frame(table, columns: list[str]) -> "pd.DataFrame":
     several times slower on every query with a timestamp column."""
     import pyarrow as pa
 
-    frame = naive_times(table).to_pandas().set_axis(columns, axis=1)
+    frame = _naive_table(table).to_pandas().set_axis(columns, axis=1)
     for name, field in zip(columns, table.schema):
         if pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_struct(field.type):
             frame[name] = [_hashable(v) for v in frame[name]]
     return frame
 
 
-def _naive(frame):
+def _naive_frame(frame):
     """A stored frame with zoned timestamp columns (written before ``as_frame`` made them naive) as naive UTC."""
     import pandas as pd
 
@@ -330,7 +330,7 @@ def _naive(frame):
     return frame
 
 
-def naive_times(table):
+def _naive_table(table):
     """``table`` with its zoned timestamp columns as naive ones holding the same UTC wall-clock values."""
     import pyarrow as pa
 
