@@ -262,7 +262,8 @@ class EmbeddedTopicReader(DataSourceStreamReader):
             return
         if self.clock is not None:
             batch_clock = self._batch_clock(partition, table)
-            _, stream_time, topic_times = clock_columns(batch_clock[partition.row_offset:partition.row_offset + table.num_rows])
+            part_clock = batch_clock[partition.row_offset:partition.row_offset + table.num_rows]
+            times, stream_time, topic_times = clock_columns(part_clock)
         else:
             stream_time, topic_times = pa.nulls(table.num_rows, pa.int64()), None
         out = pa.table(
@@ -275,7 +276,8 @@ class EmbeddedTopicReader(DataSourceStreamReader):
         )
         yield from with_decoded(out, self.decode)
         if self.ticks and self.clock is not None and partition.last:
-            times, stream_time, topic_times = clock_columns(batch_clock)
+            if len(part_clock) < len(batch_clock):  # the ticks close the whole batch
+                times, stream_time, topic_times = clock_columns(batch_clock)
             known = times[times != NO_TIME]
             start = int(known[0]) if len(known) else None
             ticks = tick_rows(self.ticks, partition.upto_seq, stream_time[-1].as_py(), start,

@@ -142,8 +142,6 @@ def null_unless(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.where(keep, values, np.nan)
     if values.dtype.kind in "mM":
         return np.where(keep, values, np.array("NaT", dtype=values.dtype))
-    if values.dtype.kind != "O" and not keep.any():
-        return np.full(len(values), None, dtype=object)
     return np.where(keep, values.astype(object), None)
 
 
