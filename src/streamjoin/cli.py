@@ -105,7 +105,8 @@ def _run(args) -> int:
         if engine.reset(query_id):
             print(f"query {query_id.upper()} starts over: it reads its inputs from the beginning, and its sink "
                   "receives its whole output again")
-    queries = engine.execute(Path(args.script).read_text())
+    # a bare SELECT prints its rows until its LIMIT or Ctrl-C (with --once: what its inputs hold), then the script goes on
+    queries = engine.execute(Path(args.script).read_text(), on_transient=lambda query: query.wait(once=args.once))
     for text in engine.outputs:
         print(text)
     if not queries:

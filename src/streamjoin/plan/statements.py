@@ -24,11 +24,13 @@ from .values import values_records
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """A persistent query: its id, the statement it came from and its plan ending in a Sink."""
+    """A query: its id, the statement it came from and its plan ending in a Sink."""
 
     query_id: str
     statement: ast.ScriptStatement
     plan: Sink
+    transient: bool = False  # a bare SELECT: its rows are shown as they come (``runtime.transient``), not stored
+    limit: Optional[int] = None  # a transient query ends after this many rows
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,12 @@ class StatementPlanner:
             if not self.catalog.drop(stmt.name) and not stmt.if_exists:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, dropped=info.name if info else None)
-        if isinstance(stmt, ast.QueryStatement):  # a transient query: its rows go to a topic of its own
+        if isinstance(stmt, ast.QueryStatement):  # a transient query: its rows are shown, never stored
             self._query_count += 1
-            name = ast.Ident(f"_TRANSIENT_{self._query_count}", quoted=True, pos=stmt.pos)
-            return self._persistent(item, stmt.query, name, None, {}, create=True)
+            name = ast.Ident(f"TRANSIENT_{self._query_count}", quoted=True, pos=stmt.pos)
+            planned = self._persistent(item, stmt.query, name, None, {}, create=True, transient=True,
+                                       query_id=f"TRANSIENT_{self._query_count}")
+            return replace(planned, query=replace(planned.query, transient=True, limit=stmt.limit), created_topic=None)
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
 
     def _insert(self, item, stmt: ast.InsertInto, query_id: Optional[str] = None) -> PlannedStatement:
@@ -185,8 +189,10 @@ class StatementPlanner:
         return tuple(ids)
 
     def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool,
-                    columns: tuple[str, ...] = (), query_id: Optional[str] = None):
-        self.binder.statement = f"CREATE {kind or 'TABLE'} AS SELECT" if create else "INSERT INTO"
+                    columns: tuple[str, ...] = (), query_id: Optional[str] = None, transient: bool = False):
+        """The query of a CREATE ... AS SELECT, an INSERT INTO, or a bare SELECT (``transient``: its result is
+        described as a sink would be, but joins no catalog and has no topic)."""
+        self.binder.statement = "SELECT" if transient else f"CREATE {kind or 'TABLE'} AS SELECT" if create else "INSERT INTO"
         self.binder.target = display_name(name, "ksql")
         plan, style = self.binder.bind_select(select)
         self._check(plan)
@@ -223,7 +229,8 @@ class StatementPlanner:
             if target.key_format == "AVRO" and target.window is not None:
                 raise StatementError("an AVRO key is not written with a window yet: store a windowed result's key "
                                      "as JSON or STRING", rule="key-format", pos=name.pos)
-            self.catalog.add_source(target)
+            if not transient:
+                self.catalog.add_source(target)
         visible = [f for f in plan.fields if not f.hidden]
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)

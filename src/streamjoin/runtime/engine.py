@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -39,6 +40,7 @@ from .batch_sink import sink_function
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
+from .transient import RowPrinter, TransientQuery, printed_batch
 
 DEFAULT_HOME = ".streamjoin"
 
@@ -121,11 +123,16 @@ class Engine:
         planner = StatementPlanner(_copy(self.catalog), operators=operator_table, sample_topic=self._sample)
         return [planner.plan(item) for item in parse_script(sql)]
 
-    def execute(self, sql: str, *, start: bool = True) -> list[RunningQuery]:
+    def execute(self, sql: str, *, start: bool = True,
+                on_transient: Callable[[TransientQuery], object] | None = None) -> list[RunningQuery]:
         """Run a script: DDL updates the catalog, persistent queries start. Returns the started queries.
 
+        A bare SELECT starts a transient query (``runtime.transient``: its rows are printed, nothing is stored)
+        once the statements before it have run, and ``on_transient(query)`` waits for it — the CLI until its
+        LIMIT or Ctrl-C; by default, until it has shown what its inputs hold now. The next statement runs after.
+
         With ``start=False`` the queries wait in ``pending`` until ``start_pending()`` (the conformance
-        runner produces a case's inputs in between)."""
+        runner produces a case's inputs in between); a bare SELECT is then not run."""
         self._check(sql)  # refuse before any side effect
         planner = StatementPlanner(self.catalog, operators=operator_table, sample_topic=self._sample)
         started = []
@@ -140,7 +147,10 @@ class Engine:
                 self.outputs.append(planned.output)
             if planned.dropped:
                 self._stop_writers_of(planned.dropped)
-            if planned.query and not planned.start:
+            if planned.query and planned.query.transient:
+                if start:
+                    (on_transient or (lambda q: q.wait(once=True)))(self._start_transient(planned.query))
+            elif planned.query and not planned.start:
                 self.stopped[planned.query.query_id] = planned.query
             elif planned.query:
                 started += self._run([planned.query], start)
@@ -177,7 +187,7 @@ class Engine:
         running = {q.query_id for q in self.queries}
         for item in parse_script(sql):
             planned = planner.plan(item).query
-            if planned is None:
+            if planned is None or planned.transient:  # a transient query has a fresh checkpoint of its own
                 continue
             if planned.query_id in running:
                 raise StatementError(f"query {planned.query_id} is running already", rule="query-running",
@@ -245,6 +255,50 @@ class Engine:
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
         checkpoint = self._checkpoint(planned)
+        lowered, letters, drops = self._lowered(planned, checkpoint)
+        result = encode(sink, lowered)
+        bootstrap = getattr(self.store, "bootstrap", None)
+        if bootstrap:
+            write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
+        else:
+            write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
+        name = self.query_name_prefix + planned.query_id
+        batch_function = sink_function(write, letters, drops, self.spark, name)
+        query = self._started(result, name, batch_function, checkpoint)
+        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
+                            self.store, self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC), write,
+                            value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release)
+
+    def _start_transient(self, planned: PlannedQuery) -> TransientQuery:
+        """Start a bare SELECT: its rows go to a ``RowPrinter`` (standard output), its checkpoint is a directory
+        of its own, removed when it stops."""
+        sink = planned.plan
+        run = f"{planned.query_id}_{uuid.uuid4().hex[:8]}"  # one of many runs of the same statement
+        checkpoint = os.path.join(self.home, "transient", run)
+        lowered, letters, drops = self._lowered(planned, checkpoint)
+        printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
+                             limit=planned.limit)
+        name = self.query_name_prefix + run
+        batch_function = sink_function(printed_batch(sink, printer), letters, drops, self.spark, name)
+        query = self._started(lowered, name, batch_function, checkpoint)
+        return TransientQuery(planned.query_id, query, printer, checkpoint, batch_function.release)
+
+    def _started(self, result: DataFrame, name: str, batch_function: Callable, checkpoint: str) -> StreamingQuery:
+        writer = (
+            result.writeStream.queryName(name)
+            .foreachBatch(batch_function)
+            .option("checkpointLocation", checkpoint)
+            .outputMode("append")
+        )
+        interval = trigger_interval(self.catalog.properties)
+        if interval is not None:  # else a micro-batch starts as soon as the last one ends and input is there
+            writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
+        return writer.start()
+
+    def _lowered(self, planned: PlannedQuery, checkpoint: str) -> tuple[DataFrame, list[DeadLetters], ObservedDrops]:
+        """A query's result as a streaming DataFrame (before the sink's encoding), with the dead letters and drop
+        counts its micro-batches record; the checkpoint's state layout saved first."""
+        sink = planned.plan
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
         save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
         drop_unfinished_first_batch(self.spark, checkpoint)
@@ -266,27 +320,7 @@ class Engine:
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
                               side_topics=tuple(side_topics(sink)))
         records = read_inputs(self.spark, sink, options)
-        lowered = lower(sink.input, records, ctx)
-        result = encode(sink, lowered)
-        if bootstrap:
-            write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
-        else:
-            write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
-        name = self.query_name_prefix + planned.query_id
-        batch_function = sink_function(write, letters, drops, self.spark, name)
-        writer = (
-            result.writeStream.queryName(name)
-            .foreachBatch(batch_function)
-            .option("checkpointLocation", checkpoint)
-            .outputMode("append")
-        )
-        interval = trigger_interval(self.catalog.properties)
-        if interval is not None:  # else a micro-batch starts as soon as the last one ends and input is there
-            writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
-        query = writer.start()
-        return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, dead_letter_topic, write, value_writer(sink, lowered), key_writer(sink, lowered),
-                            batch_function.release)
+        return lower(sink.input, records, ctx), letters, drops
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:

@@ -549,9 +549,10 @@ class CreateTemporalTableFunction(Statement):
 
 @dataclass(frozen=True)
 class QueryStatement(Statement):
-    """A bare ``SELECT ...;`` (a transient query)."""
+    """A bare ``SELECT ... [LIMIT n];`` (a transient query: its rows are shown, not stored)."""
 
     query: Select
+    limit: Optional[int] = None
     pos: Pos = _pos()
 
 

@@ -235,8 +235,11 @@ class AstBuilder(Transformer):
     def create_function(self, meta, name, history, time_column, key_column):
         return ast.CreateTemporalTableFunction(name, history, time_column, key_column, pos=self._pos(meta))
 
-    def query(self, meta, select):
-        return ast.QueryStatement(select, pos=self._pos(meta))
+    def query(self, meta, select, limit):
+        return ast.QueryStatement(select, limit, pos=self._pos(meta))
+
+    def limit_clause(self, meta, count):
+        return int(count)
 
     def set_property(self, meta, name, value):
         return ast.SetProperty(self._setting(name), self._setting(value), pos=self._pos(meta))

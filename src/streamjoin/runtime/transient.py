@@ -1,0 +1,163 @@
+"""Transient queries: a bare ``SELECT`` (ksqlDB's push query, Flink's and SQLstream's query) shows its rows as
+they arrive, and leaves nothing behind.
+
+A transient query is lowered as a persistent one is, but its micro-batches go to a ``RowPrinter`` instead of a
+topic, and its checkpoint is a directory of its own under ``<home>/transient/``, removed when it ends. It ends
+after ``LIMIT n`` rows, when its caller stops it (Ctrl-C: ``TransientQuery.wait``), or, run ``once``, when it has
+read what its inputs hold.
+
+What is printed: a table with the query's columns. A stream's rows are printed as they are. A table's result
+(an aggregate, a table join) is a changelog: each row is shown with its change kind as Flink's SQL client shows
+it — ``+I`` a key's first row, ``-U`` / ``+U`` the old and new row of an update, ``-D`` a deletion.
+``LIMIT`` counts result rows (an update is one).
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import shutil
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import IO, Callable, Optional
+
+from ..plan.nodes import SEQ, SUB, TOMBSTONE, Sink
+
+WIDTH = 12  # the least width of a printed column
+
+
+@dataclass
+class RowPrinter:
+    """Prints a transient query's result rows under a header of its column names."""
+
+    columns: list[str]
+    changelog: bool = False  # show each row's change kind (a table's result)
+    limit: Optional[int] = None
+    out: IO = field(default_factory=lambda: sys.stdout)
+    rows: int = 0  # result rows printed
+    latest: dict = field(default_factory=dict)  # changelog: key -> the row last shown for it
+    done: threading.Event = field(default_factory=threading.Event)  # set when LIMIT is reached
+
+    def __post_init__(self) -> None:
+        names = (["op"] if self.changelog else []) + self.columns
+        self.widths = [2] * self.changelog + [max(WIDTH, len(n)) for n in self.columns]
+        rule = "+" + "+".join("-" * (w + 2) for w in self.widths) + "+"
+        self._print(rule, self._line(names), rule)
+
+    def batch(self, rows: list[tuple], keys: list[tuple], deletes: list[bool]) -> None:
+        """One micro-batch's result rows, in result order, with each row's key and whether it deletes the key."""
+        for row, key, delete in zip(rows, keys, deletes):
+            if self.done.is_set():
+                return
+            if not self.changelog:
+                self._print(self._line(row))
+            elif delete:
+                old = self.latest.pop(key, None)
+                if old is None:  # a deletion of a key never shown
+                    continue
+                self._print(self._line(("-D", *old)))
+            else:
+                old = self.latest.get(key)
+                self.latest[key] = row
+                self._print(*([self._line(("-U", *old)), self._line(("+U", *row))] if old is not None
+                              else [self._line(("+I", *row))]))
+            self.rows += 1
+            if self.limit is not None and self.rows >= self.limit:
+                self._print("Limit Reached")
+                self.done.set()
+
+    def _line(self, values) -> str:
+        return "|" + "|".join(f" {shown(v):<{w}} " for v, w in zip(values, self.widths)) + "|"
+
+    def _print(self, *lines: str) -> None:
+        self.out.write("".join(line + "\n" for line in lines))
+        self.out.flush()
+
+
+def shown(value) -> str:
+    """A value as the result table shows it: SQL's ``null``, ``true``/``false``, timestamps as the JSON sink
+    writes them, arrays, maps and structs as JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    return str(value)
+
+
+@dataclass
+class TransientQuery:
+    """A started transient query: its id, the Spark query, its printer and its checkpoint (removed at stop)."""
+
+    query_id: str
+    spark_query: object
+    printer: RowPrinter
+    checkpoint: str
+    release: Callable[[], None] = lambda: None
+
+    def wait(self, once: bool = False) -> str:
+        """Until LIMIT is reached, or (``once``) the input there is now has been read, or Ctrl-C; then stop.
+        Returns why it ended: ``limit``, ``done`` or ``interrupted``."""
+        try:
+            if once:
+                self.spark_query.processAllAvailable()
+            else:
+                while not self.printer.done.wait(0.2):
+                    if not self.spark_query.isActive:
+                        self.spark_query.awaitTermination()  # raises the query's error, if it failed
+                        break
+        except KeyboardInterrupt:
+            self.stop()
+            self.printer._print("Query terminated")
+            return "interrupted"
+        self.stop()
+        self.printer._print("Query terminated")
+        return "limit" if self.printer.done.is_set() else "done"
+
+    def stop(self) -> None:
+        self.spark_query.stop()
+        self.release()
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(self.checkpoint))  # <home>/transient, when no other transient query runs
+        except OSError:
+            pass
+
+
+def printed_batch(sink: Sink, printer: RowPrinter) -> Callable:
+    """The ``foreachBatch`` function of a transient query: each batch's rows, in result order, to ``printer``."""
+    shown_ids = [f.id for f in sink.input.fields if not f.hidden]
+    key_ids = list(sink.key)
+
+    def print_batch(batch, batch_id: int) -> None:
+        if printer.done.is_set():
+            batch.write.format("noop").mode("overwrite").save()  # past LIMIT: nothing more to show
+            return
+        order = [c for c in (SEQ, SUB) if c in batch.columns]
+        deleting = TOMBSTONE in batch.columns
+        wanted = list(dict.fromkeys(shown_ids + key_ids + order + ([TOMBSTONE] if deleting else [])))
+        table = batch.select(*wanted).toArrow()
+        if order:
+            table = table.sort_by([(c, "ascending") for c in order])
+        values = {c: table.column(c).to_pylist() for c in dict.fromkeys(shown_ids + key_ids)}
+        rows = list(zip(*[values[c] for c in shown_ids])) if shown_ids else [()] * table.num_rows
+        keys = list(zip(*[values[c] for c in key_ids])) if key_ids else [()] * table.num_rows
+        deletes = table.column(TOMBSTONE).to_pylist() if deleting else [False] * table.num_rows
+        printer.batch(rows, [_hashable(k) for k in keys], [bool(d) for d in deletes])
+
+    return print_batch
+
+
+def _hashable(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
+    return value
