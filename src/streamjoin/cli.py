@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
                       "('local': start a throw-away broker on 127.0.0.1; the case's topics are deleted)")
     test.add_argument("--master")
 
+    shell = sub.add_parser("shell", help="type statements and watch their results (as ksqlDB's CLI, Flink's SQL client)")
+    shell.add_argument("--master", help="Spark master URL (default local[2])")
+    shell.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
+                       help="read and write Kafka topics on this broker (default: the embedded topics)")
+
     explain = sub.add_parser("explain", help="print the logical and physical plan of a script's queries")
     explain.add_argument("script")
 
@@ -60,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     tsub.add_parser("list", help="list topics")
 
     args = parser.parse_args(argv)
-    handler = {"run": _run, "demo": _demo, "test": _test, "explain": _explain, "topic": _topic}[args.command]
-    if args.command in ("run", "demo", "test") and not args.verbose:
+    handler = {"run": _run, "demo": _demo, "test": _test, "shell": _shell, "explain": _explain, "topic": _topic}[args.command]
+    if args.command in ("run", "demo", "test", "shell") and not args.verbose:
         _quiet(os.path.join(args.home, "logs", "spark.log"))
     try:
         return handler(args)
@@ -129,6 +134,17 @@ def _run(args) -> int:
     return 0
 
 
+def _shell(args) -> int:
+    from .shell import Shell, loop
+
+    def engine():
+        from .runtime.engine import Engine
+
+        return Engine(_session(args.master), home=args.home, bootstrap_servers=args.bootstrap_servers)
+
+    return loop(Shell(engine), args.home)
+
+
 def _demo(args) -> int:
     from .demo import run_demo
 
@@ -179,6 +195,7 @@ def _explain(args) -> int:
 def _topic(args) -> int:
     from .connectors.kafka_client import KafkaTopics
     from .connectors.topic_store import TopicStore
+    from .shell import value_text
 
     store = KafkaTopics(args.bootstrap_servers) if args.bootstrap_servers else TopicStore(os.path.join(args.home, "topics"))
     if args.topic_command == "list":
@@ -190,7 +207,7 @@ def _topic(args) -> int:
             print(json.dumps({
                 "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
                 "key": r.key.decode("utf-8", "replace") if r.key is not None else None,
-                "value": _shown(r.value),
+                "value": value_text(r.value),
             }))
         return 0
     appended: list = []  # (topic, [record]) in line order: the order they are read in
@@ -216,22 +233,6 @@ def _topic(args) -> int:
     store.append(appended, partitions=args.partitions)
     print(f"{sum(len(r) for _, r in appended)} records appended to {', '.join(topics)}", file=sys.stderr)
     return 0
-
-
-def _shown(value):
-    """A value as JSON when it is JSON, else its text (DELIMITED), else base64 (Avro)."""
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        pass
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        import base64
-
-        return {"base64": base64.b64encode(value).decode()}
 
 
 def _record_from(obj, args):

@@ -107,9 +107,9 @@ def test_describe_shows_the_optional_side_of_an_outer_join_as_nullable(spark, tm
     assert "BID INT\n" in left + "\n" and "BID INT NOT NULL" not in left
 
 
-def test_a_bare_select_runs_as_a_transient_query_and_drop_stops_its_writer(spark, tmp_path):
+def test_drop_stops_the_writer_of_its_stream(spark, tmp_path):  # (a bare SELECT: test_transient.py)
     engine = Engine(spark, home=str(tmp_path))
-    (query,) = engine.execute(DDL + "SELECT sku FROM products WHERE name = 'ball';")
+    (query,) = engine.execute(DDL + "CREATE STREAM balls AS SELECT sku FROM products WHERE name = 'ball';")
     produce_inputs(engine.store, [{"topic": "products", "timestamp": 1, "value": {"SKU": "s2", "PRODUCT_ID": "p2", "NAME": "ball"}}])
     engine.process_all_available()
     assert [r.asDict()["SKU"] for r in engine.dataframe(query).collect()] == ["s2"]

@@ -2,9 +2,13 @@
 leaves no topic, catalog entry or checkpoint behind."""
 from __future__ import annotations
 
+import io
 import os
 
+import pytest
+
 from streamjoin import Engine
+from streamjoin.runtime.transient import RowPrinter
 
 DDL = """
 CREATE STREAM clicks (user_id INT KEY, page STRING) WITH (kafka_topic='clicks', value_format='JSON');
@@ -47,3 +51,36 @@ def test_a_tables_result_prints_as_a_changelog_and_the_script_goes_on(spark, tmp
                          ["-U", "1", "1"], ["+U", "1", "2"]]
     assert [q.query_id for q in started] == ["CSAS_NAMED"]  # the statement after the SELECT ran
     engine.stop()
+
+
+# (mode, is the result a changelog, batches of (row, key, deletes)) -> the printed lines after the header
+PRINTED = [
+    ("tableau", False, [[(("a", 1), (1,), False), (("b", 2), (2,), False)]], ["a 1", "b 2"]),
+    ("changelog", False, [[(("a", 1), (1,), False)]], ["+I a 1"]),
+    ("tableau", True, [[(("a", 1), (1,), False)], [(("a", 2), (1,), False), ((None, None), (1,), True)]],
+     ["+I a 1", "-U a 1", "+U a 2", "-D a 2"]),
+    ("tableau", True, [[((None, None), (9,), True)]], []),  # a deletion of a key never shown prints nothing
+    ("table", True, [[(("a", 1), (1,), False), (("b", 1), (2,), False)], [((None, None), (1,), True)]],
+     ["COL KEY", "a 1", "b 1", "2 rows", "COL KEY", "b 1", "1 rows"]),
+    ("table", False, [[(("a", 1), (1,), False)], [(("a", 1), (1,), False)]],
+     ["COL KEY", "a 1", "1 rows", "COL KEY", "a 1", "a 1", "2 rows"]),
+]
+
+
+@pytest.mark.parametrize("mode, changelog, batches, expected", PRINTED)
+def test_each_result_mode_prints_its_view_of_the_changes(mode, changelog, batches, expected):
+    out = io.StringIO()
+    printer = RowPrinter(["COL", "KEY"], changelog=changelog, mode=mode, out=out)
+    for batch in batches:
+        printer.batch(*map(list, zip(*batch)))
+    lines = [" ".join(cell.strip() for cell in line.strip("|").split("|")) if line.startswith("|") else line
+             for line in out.getvalue().splitlines() if not line.startswith("+")]
+    assert lines[1 if mode != "table" else 0:] == expected
+
+
+def test_limit_counts_result_rows_and_stops_printing():
+    out = io.StringIO()
+    printer = RowPrinter(["COL"], changelog=True, limit=2, out=out)
+    printer.batch([("a",), ("b",), ("c",)], [(1,), (1,), (2,)], [False, False, False])
+    assert printer.done.is_set() and out.getvalue().splitlines()[-4:] == ["| +I | a            |", "| -U | a            |",
+                                                                         "| +U | b            |", "Limit Reached"]

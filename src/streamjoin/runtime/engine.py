@@ -93,6 +93,7 @@ class Engine:
     queries: list[RunningQuery] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     query_name_prefix: str = ""  # Spark query names must be unique in a session: set it when engines share one
+    result_mode: str = "tableau"  # how a transient query shows its rows (``runtime.transient.MODES``)
 
     def __post_init__(self) -> None:
         self.home = str(Path(self.home).absolute())
@@ -277,7 +278,7 @@ class Engine:
         checkpoint = os.path.join(self.home, "transient", run)
         lowered, letters, drops = self._lowered(planned, checkpoint)
         printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
-                             limit=planned.limit)
+                             limit=planned.limit, mode=self.result_mode)
         name = self.query_name_prefix + run
         batch_function = sink_function(printed_batch(sink, printer), letters, drops, self.spark, name)
         query = self._started(lowered, name, batch_function, checkpoint)

@@ -28,45 +28,62 @@ from ..plan.nodes import SEQ, SUB, TOMBSTONE, Sink
 WIDTH = 12  # the least width of a printed column
 
 
+MODES = ("tableau", "changelog", "table")  # as Flink's SQL client names its result views
+
+
 @dataclass
 class RowPrinter:
-    """Prints a transient query's result rows under a header of its column names."""
+    """Prints a transient query's result rows under a header of its column names, in one of three ``MODES``:
+    ``tableau`` prints each row as it comes (with its change kind when the result is a changelog),
+    ``changelog`` prints every row with its change kind (a stream's rows are all ``+I``), ``table`` prints the
+    whole result as it stands (a table's live rows, a stream's rows so far) after each micro-batch changed it."""
 
     columns: list[str]
-    changelog: bool = False  # show each row's change kind (a table's result)
+    changelog: bool = False  # the result is a table's: rows update and delete earlier rows of their key
     limit: Optional[int] = None
+    mode: str = "tableau"
     out: IO = field(default_factory=lambda: sys.stdout)
     rows: int = 0  # result rows printed
-    latest: dict = field(default_factory=dict)  # changelog: key -> the row last shown for it
+    latest: dict = field(default_factory=dict)  # key -> the row last shown for it (a stream's: only in table mode)
     done: threading.Event = field(default_factory=threading.Event)  # set when LIMIT is reached
 
     def __post_init__(self) -> None:
-        names = (["op"] if self.changelog else []) + self.columns
-        self.widths = [2] * self.changelog + [max(WIDTH, len(n)) for n in self.columns]
-        rule = "+" + "+".join("-" * (w + 2) for w in self.widths) + "+"
-        self._print(rule, self._line(names), rule)
+        self.kinds = self.mode == "changelog" or (self.mode == "tableau" and self.changelog)  # an op column
+        names = ["op"] * self.kinds + self.columns
+        self.widths = [2] * self.kinds + [max(WIDTH, len(n)) for n in self.columns]
+        self.rule = "+" + "+".join("-" * (w + 2) for w in self.widths) + "+"
+        if self.mode != "table":
+            self._print(self.rule, self._line(names), self.rule)
 
     def batch(self, rows: list[tuple], keys: list[tuple], deletes: list[bool]) -> None:
         """One micro-batch's result rows, in result order, with each row's key and whether it deletes the key."""
+        changes = []  # (change kind, row)
         for row, key, delete in zip(rows, keys, deletes):
             if self.done.is_set():
-                return
+                break
             if not self.changelog:
-                self._print(self._line(row))
+                changes.append(("+I", row))
+                if self.mode == "table":
+                    self.latest[self.rows] = row
             elif delete:
                 old = self.latest.pop(key, None)
                 if old is None:  # a deletion of a key never shown
                     continue
-                self._print(self._line(("-D", *old)))
+                changes.append(("-D", old))
             else:
                 old = self.latest.get(key)
                 self.latest[key] = row
-                self._print(*([self._line(("-U", *old)), self._line(("+U", *row))] if old is not None
-                              else [self._line(("+I", *row))]))
+                changes += [("-U", old), ("+U", row)] if old is not None else [("+I", row)]
             self.rows += 1
             if self.limit is not None and self.rows >= self.limit:
-                self._print("Limit Reached")
                 self.done.set()
+        if self.mode == "table" and changes:
+            self._print(self.rule, self._line(self.columns), self.rule, *map(self._line, self.latest.values()), self.rule,
+                        f"{len(self.latest)} rows")
+        elif changes:
+            self._print(*[self._line((kind, *row) if self.kinds else row) for kind, row in changes])
+        if self.done.is_set():
+            self._print("Limit Reached")
 
     def _line(self, values) -> str:
         return "|" + "|".join(f" {shown(v):<{w}} " for v, w in zip(values, self.widths)) + "|"

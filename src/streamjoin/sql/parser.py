@@ -182,6 +182,19 @@ def _parse_statement(source: _Statement) -> ScriptStatement:
     return ScriptStatement(statement, text, source.index, pos=statement.pos)
 
 
+def split_input(text: str) -> tuple[list[str], str]:
+    """Typed input cut at its top-level semicolons: the texts of its complete statements (without their ';'),
+    and what follows the last ';' (a statement still being typed; blank when there is none)."""
+    statements, start = [], 0
+    for piece in _SCRIPT_PIECE.finditer(text):
+        if piece.group("end"):
+            if not _BLANK.fullmatch(text[start:piece.start()]):
+                statements.append(text[start:piece.start()].strip())
+            start = piece.end()
+    rest = text[start:]
+    return statements, "" if _BLANK.fullmatch(rest) else rest
+
+
 def parse_script(text: str) -> list[ScriptStatement]:
     """The statements of a script separated by ';' (the last ';' optional; empty statements ignored)."""
     return [_parse_statement(source) for source in _split(text)]
