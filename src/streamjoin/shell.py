@@ -28,7 +28,6 @@ from typing import Callable, Optional
 
 from .sql import split_input
 
-RESULT_MODE = "sql-client.execution.result-mode"
 KEYWORDS = (
     "SELECT FROM WHERE JOIN LEFT RIGHT FULL OUTER INNER ON WITHIN GRACE PERIOD GROUP BY HAVING WINDOW TUMBLING "
     "HOPPING SESSION SIZE ADVANCE EMIT CHANGES FINAL LIMIT PARTITION CREATE STREAM TABLE AS INSERT INTO VALUES WITH "
@@ -45,7 +44,6 @@ COMMANDS: list[tuple[str, re.Pattern]] = [(name, re.compile(pattern, re.I | re.S
     ("print", r"PRINT\s+" + _NAME + r"(\s+FROM\s+BEGINNING)?(?:\s+LIMIT\s+(\d+))?"),
     ("unset", r"UNSET\s+'([^']+)'"),
     ("run_script", r"RUN\s+SCRIPT\s+'([^']+)'"),
-    ("result_mode", r"SET\s+'?" + re.escape(RESULT_MODE) + r"'?\s*=\s*'?(\w+)'?"),
     ("exit", r"EXIT|QUIT"),
     ("help", r"HELP"),
 ]]
@@ -53,11 +51,10 @@ HELP = __doc__.split("\n\n")[1]
 
 
 class Shell:
-    """The shell's state: the engine (made in the background), the result mode, where output goes."""
+    """The shell's state: the engine (made in the background) and where output goes."""
 
     def __init__(self, make_engine: Callable[[], object], out=None):
         self.out = out or sys.stdout
-        self.result_mode = "tableau"
         self._engine = None
         self._failed: Optional[BaseException] = None
         self._said_waiting = False
@@ -116,7 +113,6 @@ class Shell:
 
     def _sql(self, text: str) -> None:
         engine = self.engine
-        engine.result_mode = self.result_mode
         started = engine.execute(text + ";", on_transient=lambda query: query.wait())
         for output in engine.outputs:
             self.say(output)
@@ -219,13 +215,6 @@ class Shell:
 
     def _run_script(self, path: str) -> bool:
         return self.run_input(Path(path).read_text())
-
-    def _result_mode(self, mode: str) -> None:
-        if mode.lower() not in ("tableau", "changelog", "table"):
-            self.say(f"error: {RESULT_MODE} is 'tableau', 'changelog' or 'table', not '{mode}'")
-            return
-        self.result_mode = mode.lower()
-        self.say(f"Results are shown in {self.result_mode} mode")
 
     def _exit(self) -> bool:
         return False

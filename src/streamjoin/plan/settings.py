@@ -17,6 +17,8 @@ DATA_LOSS = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed re
 OFFSET_RESET = "auto.offset.reset"  # where a query without a checkpoint starts: 'earliest' (default) or 'latest'
 STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an idle key's rows
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
+RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
+RESULT_MODES = ("tableau", "changelog", "table")
 SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
 
 READ = {  # what each setting streamjoin reads does here
@@ -29,6 +31,7 @@ READ = {  # what each setting streamjoin reads does here
     OFFSET_RESET: "where a query without a checkpoint starts reading its inputs: earliest or latest",
     STATE_TTL: "how long a Flink regular join keeps the rows of a key with no change",
     DEFAULT_KEY_FORMAT: "the key format of a result with key columns whose source's key format is NONE",
+    RESULT_MODE: "how a bare SELECT shows its rows: tableau, changelog or table",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
     "bootstrap.servers": "the Kafka broker the script's topics are on",
     **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},
@@ -75,6 +78,8 @@ def check_setting(name: str, value: str) -> None:
         interval_ms(value)
     if name == OFFSET_RESET and str(value).lower() not in ("earliest", "latest"):
         raise ValueError(f"'{value}' is not 'earliest' or 'latest'")
+    if name == RESULT_MODE and str(value).lower() not in RESULT_MODES:
+        raise ValueError(f"'{value}' is not one of {', '.join(RESULT_MODES)}")
     if name in SINK_PARTITIONS + (BUCKETS,) and not (str(value).isdigit() and int(value) >= 1):
         raise ValueError(f"'{value}' is not a positive whole number")
 

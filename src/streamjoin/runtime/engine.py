@@ -33,7 +33,7 @@ from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
 from ..plan.inference import first_pairs
-from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, interval_ms, trigger_interval
+from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MODE, interval_ms, trigger_interval
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import sink_function
@@ -93,7 +93,6 @@ class Engine:
     queries: list[RunningQuery] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     query_name_prefix: str = ""  # Spark query names must be unique in a session: set it when engines share one
-    result_mode: str = "tableau"  # how a transient query shows its rows (``runtime.transient.MODES``)
 
     def __post_init__(self) -> None:
         self.home = str(Path(self.home).absolute())
@@ -278,7 +277,7 @@ class Engine:
         checkpoint = os.path.join(self.home, "transient", run)
         lowered, letters, drops = self._lowered(planned, checkpoint)
         printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
-                             limit=planned.limit, mode=self.result_mode)
+                             limit=planned.limit, mode=str(self.catalog.properties.get(RESULT_MODE, "tableau")).lower())
         name = self.query_name_prefix + run
         batch_function = sink_function(printed_batch(sink, printer), letters, drops, self.spark, name)
         query = self._started(lowered, name, batch_function, checkpoint)

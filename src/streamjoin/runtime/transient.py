@@ -28,12 +28,10 @@ from ..plan.nodes import SEQ, SUB, TOMBSTONE, Sink
 WIDTH = 12  # the least width of a printed column
 
 
-MODES = ("tableau", "changelog", "table")  # as Flink's SQL client names its result views
-
-
 @dataclass
 class RowPrinter:
-    """Prints a transient query's result rows under a header of its column names, in one of three ``MODES``:
+    """Prints a transient query's result rows under a header of its column names, in one of three modes (SET
+    'sql-client.execution.result-mode', as Flink's SQL client names its views):
     ``tableau`` prints each row as it comes (with its change kind when the result is a changelog),
     ``changelog`` prints every row with its change kind (a stream's rows are all ``+I``), ``table`` prints the
     whole result as it stands (a table's live rows, a stream's rows so far) after each micro-batch changed it."""
