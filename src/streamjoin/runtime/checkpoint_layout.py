@@ -106,7 +106,7 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
     (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Only when the offsets log holds no batch are its and the
     commit log's hidden files removed; nothing of a checkpoint with a batch is touched."""
     fs, root = _filesystem(spark, checkpoint)
-    logs = [spark._jvm.org.apache.hadoop.fs.Path(root, name) for name in ("offsets", "commits")]
+    logs = [_jvm(spark).Path(root, name) for name in ("offsets", "commits")]
     if not fs.exists(logs[0]) or any(f.getPath().getName().isdigit() for f in fs.listStatus(logs[0])):
         return
     for log in logs:
@@ -127,7 +127,7 @@ def _read(spark: SparkSession, checkpoint: str) -> dict | None:
         return None
     stream = fs.open(path)
     try:
-        return json.loads(spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        return json.loads(_jvm(spark).IOUtils.toString(stream, "UTF-8"))
     finally:
         stream.close()
 
@@ -136,9 +136,26 @@ def _file(spark: SparkSession, checkpoint: str):
     return _filesystem(spark, checkpoint, FILE)
 
 
+_IMPORTED: set[int] = set()  # the JVM views the classes below were imported into
+
+
+def _jvm(spark: SparkSession):
+    """The JVM view, with Hadoop's ``Path`` and commons-io's ``IOUtils`` imported once: Py4J resolves
+    ``jvm.org.apache.hadoop.fs.Path`` by trying each prefix (``org``, ``org.apache``, ...) as a class, and a class
+    not found is searched for in every jar on the class path (seen as a few percent of the JVM's time)."""
+    jvm = spark._jvm
+    if id(jvm) not in _IMPORTED:
+        from py4j.java_gateway import java_import
+
+        for name in ("org.apache.hadoop.fs.Path", "org.apache.commons.io.IOUtils"):
+            java_import(jvm, name)
+        _IMPORTED.add(id(jvm))
+    return jvm
+
+
 def _filesystem(spark: SparkSession, checkpoint: str, *child: str):
     """Hadoop's FileSystem for a checkpoint URI, and the path of the checkpoint (or of ``child`` in it)."""
-    path = spark._jvm.org.apache.hadoop.fs.Path(checkpoint)
+    path = _jvm(spark).Path(checkpoint)
     if child:
-        path = spark._jvm.org.apache.hadoop.fs.Path(path, *child)
+        path = _jvm(spark).Path(path, *child)
     return path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()), path
