@@ -155,11 +155,14 @@ class Shell:
             self.table(["Property", "Value"], sorted(engine.catalog.properties.items()))
 
     def _describe_extended(self, name: str) -> None:
+        from .plan.nodes import Scan, walk
+
         engine = self.engine
         self._sql(f"DESCRIBE {name}")
         info = engine.catalog.source(_unquoted(name))
         writers = [q for q in engine.queries if q.sink == info.name]
-        readers = [q for q in engine.queries if any(getattr(n, "source", None) is info for n in _walk(q.planned.plan))]
+        readers = [q for q in engine.queries if any(isinstance(n, Scan) and n.source.name == info.name
+                                                    for n in walk(q.planned.plan))]
         for title, queries in (("Queries that write into it", writers), ("Queries that read from it", readers)):
             self.say(f"{title}: " + (", ".join(f"{q.query_id} ({q.rows_written()} rows written)" for q in queries)
                                      or "none"))
@@ -269,12 +272,6 @@ def _unquoted(name: str) -> str:
     return name[1:-1] if name[:1] in "`\"'" else name
 
 
-def _walk(node):
-    from .plan.nodes import walk
-
-    return walk(node)
-
-
 # ------------------------------------------------------------------ reading input
 
 
@@ -295,8 +292,11 @@ def loop(shell: Shell, home: str, stdin=None) -> int:
                 break
             typed += line + "\n"
             statements, typed = split_input(typed)
-            if not all(shell.run_statement(s) for s in statements):
-                break
+            try:
+                if not all(shell.run_statement(s) for s in statements):
+                    break
+            except KeyboardInterrupt:  # Ctrl-C while a statement started its queries: the shell goes on
+                shell.say("(interrupted)")
     finally:
         shell.close()
     return 0

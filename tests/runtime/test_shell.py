@@ -2,6 +2,7 @@
 transient SELECT with LIMIT, Ctrl-C on a running SELECT, SHOW QUERIES, TERMINATE, EXIT."""
 from __future__ import annotations
 
+import io
 import os
 import pty
 import re
@@ -104,3 +105,27 @@ def test_a_user_session_in_the_shell(tmp_path):
         os.close(shell.fd)
     assert (tmp_path / "shell_history").read_text().count("INSERT INTO") == 3  # history kept for the next session
     assert not (tmp_path / "transient").exists()
+
+
+def test_the_shells_commands(spark, tmp_path):
+    """The commands a pseudo-terminal session does not type, on the suite's Spark session."""
+    from streamjoin import Engine
+    from streamjoin.shell import Shell
+
+    out = io.StringIO()
+    shell = Shell(lambda: Engine(spark, home=str(tmp_path)), out=out)
+    script = tmp_path / "ddl.sql"
+    script.write_text("CREATE STREAM clicks (user_id INT KEY, page STRING) WITH (kafka_topic='clicks', value_format='JSON');\n"
+                      "INSERT INTO clicks (user_id, page) VALUES (4, 'home');")
+    assert shell.run_input(f"RUN SCRIPT '{script}'; SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES; "
+                           "UNSET 'auto.offset.reset'; SHOW PROPERTIES; SHOW TOPICS;"
+                           "PRINT clicks FROM BEGINNING LIMIT 1; CREATE STREAM pages AS SELECT page FROM clicks;"
+                           "EXPLAIN CSAS_PAGES; DESCRIBE EXTENDED clicks; TERMINATE ALL; SHOW QUERIES")
+    printed = out.getvalue()
+    assert printed.count("| auto.offset.reset | earliest |") == 1 and "Unset 'auto.offset.reset'" in printed
+    assert "| clicks |" in printed  # SHOW TOPICS
+    assert re.search(r"rowtime: \d{4}/\d\d/\d\d [\d:.]+ Z, key: 4, value: \{\"PAGE\": \"home\"\}, partition: 0", printed)
+    assert "-- CSAS_PAGES\nLogical plan:" in printed and "Queries that read from it: CSAS_PAGES" in printed
+    assert "Query CSAS_PAGES terminated" in printed and not shell.engine.queries
+    assert shell.run_input("EXIT") is False
+    shell.close()

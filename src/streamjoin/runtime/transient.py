@@ -51,7 +51,7 @@ class RowPrinter:
         self.widths = [2] * self.kinds + [max(WIDTH, len(n)) for n in self.columns]
         self.rule = "+" + "+".join("-" * (w + 2) for w in self.widths) + "+"
         if self.mode != "table":
-            self._print(self.rule, self._line(names), self.rule)
+            self.say(self.rule, self._line(names), self.rule)
 
     def batch(self, rows: list[tuple], keys: list[tuple], deletes: list[bool]) -> None:
         """One micro-batch's result rows, in result order, with each row's key and whether it deletes the key."""
@@ -76,17 +76,17 @@ class RowPrinter:
             if self.limit is not None and self.rows >= self.limit:
                 self.done.set()
         if self.mode == "table" and changes:
-            self._print(self.rule, self._line(self.columns), self.rule, *map(self._line, self.latest.values()), self.rule,
+            self.say(self.rule, self._line(self.columns), self.rule, *map(self._line, self.latest.values()), self.rule,
                         f"{len(self.latest)} rows")
         elif changes:
-            self._print(*[self._line((kind, *row) if self.kinds else row) for kind, row in changes])
+            self.say(*[self._line((kind, *row) if self.kinds else row) for kind, row in changes])
         if self.done.is_set():
-            self._print("Limit Reached")
+            self.say("Limit Reached")
 
     def _line(self, values) -> str:
         return "|" + "|".join(f" {shown(v):<{w}} " for v, w in zip(values, self.widths)) + "|"
 
-    def _print(self, *lines: str) -> None:
+    def say(self, *lines: str) -> None:
         self.out.write("".join(line + "\n" for line in lines))
         self.out.flush()
 
@@ -118,23 +118,23 @@ class TransientQuery:
     release: Callable[[], None] = lambda: None
 
     def wait(self, once: bool = False) -> str:
-        """Until LIMIT is reached, or (``once``) the input there is now has been read, or Ctrl-C; then stop.
-        Returns why it ended: ``limit``, ``done`` or ``interrupted``."""
+        """Until LIMIT is reached, or (``once``) the input there is now has been read, or Ctrl-C; then stop (also
+        when the query failed: its error is raised). Returns why it ended: ``limit``, ``done`` or ``interrupted``."""
+        ended = "done"
         try:
             if once:
                 self.spark_query.processAllAvailable()
             else:
-                while not self.printer.done.wait(0.2):
-                    if not self.spark_query.isActive:
-                        self.spark_query.awaitTermination()  # raises the query's error, if it failed
-                        break
+                while not self.printer.done.wait(0.2) and self.spark_query.isActive:
+                    pass
+                if not self.spark_query.isActive:
+                    self.spark_query.awaitTermination()  # raises the query's error, if it failed
         except KeyboardInterrupt:
+            ended = "interrupted"
+        finally:
             self.stop()
-            self.printer._print("Query terminated")
-            return "interrupted"
-        self.stop()
-        self.printer._print("Query terminated")
-        return "limit" if self.printer.done.is_set() else "done"
+            self.printer.say("Query terminated")
+        return "limit" if self.printer.done.is_set() else ended
 
     def stop(self) -> None:
         self.spark_query.stop()
