@@ -89,6 +89,9 @@ def test_a_user_session_in_the_shell(tmp_path):
         shell.expect(r"\| cart +\|")
         shell.type("\x03")
         shell.expect(r"Query terminated\s+streamjoin>")
+        shell.type("DESCRIBE enr\t")  # Tab completes a stream's name
+        shell.type(";\r")
+        shell.expect(r"Name: ENRICHED")
         shell.type("SHOW QUERIES;\r")
         shell.expect(r"\| CSAS_ENRICHED \| RUNNING \| ENRICHED \|")
         shell.type("TERMINATE CSAS_ENRICHED;\r")
@@ -105,6 +108,7 @@ def test_a_user_session_in_the_shell(tmp_path):
         os.close(shell.fd)
     assert (tmp_path / "shell_history").read_text().count("INSERT INTO") == 3  # history kept for the next session
     assert not (tmp_path / "transient").exists()
+    assert (tmp_path / "checkpoints" / "CSAS_ENRICHED").is_dir()  # the checkpoint `run` resumes the query from
 
 
 def test_the_shells_commands(spark, tmp_path):
