@@ -90,6 +90,7 @@ def test_a_user_session_in_the_shell(tmp_path):
         shell.type("\x03")
         shell.expect(r"Query terminated\s+streamjoin>")
         shell.type("DESCRIBE enr\t")  # Tab completes a stream's name
+        shell.expect(r"ENRICHED")
         shell.type(";\r")
         shell.expect(r"Name: ENRICHED")
         shell.type("SHOW QUERIES;\r")
