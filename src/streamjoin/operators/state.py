@@ -315,7 +315,7 @@ def as_frame(table, columns: list[str]) -> "pd.DataFrame":
     frame = _naive_table(table).to_pandas().set_axis(columns, axis=1)
     for name, field in zip(columns, table.schema):
         if pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_struct(field.type):
-            frame[name] = [_hashable(v) for v in frame[name]]
+            frame[name] = [hashable(v) for v in frame[name]]
     return frame
 
 
@@ -343,20 +343,20 @@ def _naive_table(table):
 
 
 class Row(dict):
-    """A struct value that can be hashed (its fields are hashable: ``_hashable``)."""
+    """A struct value that can be hashed (its fields are hashable: ``hashable``)."""
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self.items()))
 
 
-def _hashable(value):
+def hashable(value):
     """An array (a numpy array, nested ones too) as a tuple, a struct (a dict) as a ``Row``; None stays None."""
     if value is None or isinstance(value, (str, bytes)):
         return value
     if isinstance(value, dict):
-        return Row((k, _hashable(v)) for k, v in value.items())
+        return Row((k, hashable(v)) for k, v in value.items())
     if hasattr(value, "__len__"):
-        return tuple(_hashable(v) for v in value)
+        return tuple(hashable(v) for v in value)
     return value
 
 

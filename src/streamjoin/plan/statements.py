@@ -159,7 +159,7 @@ class StatementPlanner:
             name = ast.Ident(f"TRANSIENT_{self._query_count}", quoted=True, pos=stmt.pos)
             planned = self._persistent(item, stmt.query, name, None, {}, create=True, transient=True,
                                        query_id=f"TRANSIENT_{self._query_count}")
-            return replace(planned, query=replace(planned.query, transient=True, limit=stmt.limit), created_topic=None)
+            return replace(planned, query=replace(planned.query, limit=stmt.limit))
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
 
     def _insert(self, item, stmt: ast.InsertInto, query_id: Optional[str] = None) -> PlannedStatement:
@@ -236,7 +236,8 @@ class StatementPlanner:
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
         if query_id is None:
             query_id = self._query_id(target.name, result_kind, create)
-        return PlannedStatement(item, query=PlannedQuery(query_id, item, sink), created_topic=(target.topic, target.partitions))
+        return PlannedStatement(item, query=PlannedQuery(query_id, item, sink, transient=transient),
+                                created_topic=None if transient else (target.topic, target.partitions))
 
     def _query_id(self, sink: str, kind: str, create: bool) -> str:
         """A persistent query's id, which names its checkpoint: from its sink, not its place in the script, so

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Callable, Optional
 
+from ..operators.state import hashable
 from ..plan.nodes import SEQ, SUB, TOMBSTONE, Sink
 
 WIDTH = 12  # the least width of a printed column
@@ -165,14 +166,7 @@ def printed_batch(sink: Sink, printer: RowPrinter) -> Callable:
         rows = list(zip(*[values[c] for c in shown_ids])) if shown_ids else [()] * table.num_rows
         keys = list(zip(*[values[c] for c in key_ids])) if key_ids else [()] * table.num_rows
         deletes = table.column(TOMBSTONE).to_pylist() if deleting else [False] * table.num_rows
-        printer.batch(rows, [_hashable(k) for k in keys], [bool(d) for d in deletes])
+        printer.batch(rows, [hashable(k) for k in keys], [bool(d) for d in deletes])
 
     return print_batch
 
-
-def _hashable(value):
-    if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _hashable(v)) for k, v in value.items())
-    return value
