@@ -31,6 +31,11 @@ DEFAULT_CONF = {
     # session lookup, a conf read and two more Py4J calls per operation): most of the ~3,400 Py4J round trips a
     # join query's lowering made, 0.3 s of its 0.85 s start here. streamjoin's errors name SQL lines, not these.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark talks to its Python workers (data source reads, mapInArrow, transformWithStateInPandas) over loopback
+    # TCP by default, and every Python task waited ~40 ms on it (a TCP delayed acknowledgement: the JVM
+    # idle, the worker blocked reading its first message). Over a Unix domain socket a one-record mapInArrow
+    # job took 70 ms instead of 110, and a join's result showed ~25% sooner (``benchmarks/run.py latency``).
+    "spark.python.unix.domain.socket.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
