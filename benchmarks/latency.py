@@ -324,7 +324,8 @@ def _idle(work: str) -> dict:
     files_before, cpu_before, started = _files(work), process_tree_cpu_seconds(), time.monotonic()
     time.sleep(IDLE_S)
     cpu, elapsed = process_tree_cpu_seconds() - cpu_before, time.monotonic() - started
-    return {"idle_cores": round(cpu / elapsed, 3), "idle_checkpoint_files": len(_files(work) - files_before)}
+    written = sorted(os.path.relpath(f, work) for f in _files(work) - files_before)
+    return {"idle_cores": round(cpu / elapsed, 3), "idle_checkpoint_files": len(written), "idle_files_written": written[:8]}
 
 
 def _files(work: str) -> set:
