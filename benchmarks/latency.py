@@ -16,9 +16,16 @@ Baselines on the same source and sink: Spark's own stateless query (``readStream
 ``where``, ``foreachBatch`` appending to the store) and Spark's own stream-stream inner join (±1 minute,
 10 s watermarks). ``p99_ratio`` is a variant's p99 over Spark's own join's at the same rate (the stateless
 floor's: over Spark's own stateless query's); the targets are at most 1.0 (1.2 for the floor).
+
+``LATENCY_STORE=kafka`` runs every variant and baseline on a Kafka-protocol broker instead (the test broker,
+started on 127.0.0.1 afresh for each measurement): the engine with ``bootstrap.servers``, the baselines reading
+through streamjoin's Kafka source and writing with a producer; the feeder produces each append and flushes it
+(no linger), the reader is a consumer of the sink topics. Its idle cores include the broker's process and that
+consumer's polling.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +40,7 @@ DEFAULT_ROWS = 0  # unused: the feed is timed (SECONDS at each of RATES)
 DEFAULT_BATCHES = 0
 RATES = tuple(int(r) for r in os.environ.get("LATENCY_RATES", "4,2000").split(","))
 SECONDS = int(os.environ.get("LATENCY_SECONDS", "30"))  # of feed per variant and rate
+KAFKA = os.environ.get("LATENCY_STORE", "embedded") == "kafka"
 IDLE_S = 10
 WARM_UP_S = 30  # of feed per warm-up run
 TABLE_ROWS = 100
@@ -127,10 +135,15 @@ def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
 
     work = tempfile.mkdtemp(prefix="sjlat-")
     root = os.path.join(work, "topics")
-    store = TopicStore(root)
-    try:
+    with contextlib.ExitStack() as held:
+        held.callback(shutil.rmtree, work, ignore_errors=True)
+        bootstrap = held.enter_context(_broker()) if KAFKA else None
+        store = held.enter_context(contextlib.closing(_KafkaStore(bootstrap))) if bootstrap else TopicStore(root)
         _set_up_tables(store, work)
-        queries, sinks, stop = _start(spark, name, work, root)
+        if bootstrap:  # the input topics, and a baseline's sink topic (the engine makes its own)
+            for topic in ("clicks", "views", "fclicks", "fviews", "accounts", *(["out"] if name in BASELINES else [])):
+                store.create(topic)
+        queries, sinks, stop = _start(spark, name, work, bootstrap or root)
         feeds = {"spark-stateless": ["click"], "spark-native-join": ["pair"], "together": ["pair", "account"]}
         try:
             for query in queries:
@@ -147,8 +160,63 @@ def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
             results[f"{label}@{rate}/s"] = {"records": len(sent), "results": len(latencies), **_percentiles(latencies),
                                             **idle, "ms_by_phase": split}
         return results
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+
+def _broker():
+    """A fresh test broker (LATENCY_STORE=kafka): a context yielding its address."""
+    from streamjoin.connectors.local_broker import local_broker
+
+    return local_broker()
+
+
+class _KafkaStore:
+    """The embedded store's calls the benchmark makes, on a broker: ``append`` produces with one producer
+    and no linger, flushed per call (the time an append takes counts in the latency, as on the store);
+    ``read_new`` reads what the sink topics gained since the last call with one consumer."""
+
+    def __init__(self, bootstrap: str):
+        from streamjoin.connectors.kafka_client import KafkaTopics, consumer, producer
+
+        self.topics = KafkaTopics(bootstrap)
+        self.out = producer(bootstrap, **{"linger.ms": 0})
+        self.reader = consumer(bootstrap, **{"auto.offset.reset": "earliest", "enable.partition.eof": False})
+        self.created: set = set()
+        self.assigned: set = set()
+        self.sequence = 0
+
+    def create(self, topic: str) -> None:
+        if topic not in self.created:
+            self.topics.create(topic)
+            self.created.add(topic)
+
+    def append(self, batches) -> None:
+        from streamjoin.connectors.kafka_client import ORDER_HEADER, stamp_headers
+
+        for topic, records in batches:
+            self.create(topic)
+            for rec in records:
+                self.sequence += 1
+                stamp, headers = stamp_headers(int(rec.timestamp), [(ORDER_HEADER, str(self.sequence).encode())])
+                self.out.produce(topic, key=rec.key, value=rec.value, timestamp=stamp, headers=headers)
+        self.out.flush(30)
+
+    def read_new(self, sinks: list) -> list:
+        """(sink, key, value) of the records the sinks gained; waits at most 5 ms."""
+        from confluent_kafka import TopicPartition
+
+        missing = [t for t in sinks if t not in self.assigned and self.topics.exists(t)]
+        if missing:
+            self.assigned.update(missing)
+            self.reader.assign([TopicPartition(t, p, 0) for t in sorted(self.assigned)
+                                for p in range(self.topics.partitions(t))])
+        if not self.assigned:
+            time.sleep(0.005)
+            return []
+        return [(m.topic(), m.key(), m.value()) for m in self.reader.consume(1000, 0.005) if m.error() is None]
+
+    def close(self) -> None:
+        self.reader.close()
+        self.topics.close()
 
 
 def _set_up_tables(store, work: str) -> None:
@@ -163,16 +231,16 @@ def _set_up_tables(store, work: str) -> None:
         f.writelines(json.dumps({"USER_ID": k, "NAME": n}) + "\n" for k, n in users)
 
 
-def _start(spark, name: str, work: str, root: str):
-    """Start the variant: the engine on its script, or a Spark baseline. Returns (Spark queries, their sink
-    topics, stop)."""
+def _start(spark, name: str, work: str, source: str):
+    """Start the variant: the engine on its script, or a Spark baseline, on the store at ``source`` (the
+    embedded store's folder, or the broker's address). Returns (Spark queries, their sink topics, stop)."""
     if name in BASELINES:
-        query = _baseline(spark, name, work, root)
+        query = _baseline(spark, name, work, source)
         return [query], ["out"], query.stop
     from streamjoin.runtime.engine import Engine
     from streamjoin.runtime.progress import progress_lines
 
-    engine = Engine(spark, home=work)
+    engine = Engine(spark, home=work, bootstrap_servers=source if KAFKA else None)
     script = _together() if name == "together" else VARIANTS[name][0]
     running = engine.execute(script.replace("{path}", os.path.join(work, "users.json")))
     stopping = threading.Event()
@@ -192,12 +260,15 @@ def _start(spark, name: str, work: str, root: str):
     return [q.spark_query for q in running], [q.topic for q in running], stop
 
 
-def _baseline(spark, name: str, work: str, root: str):
+def _baseline(spark, name: str, work: str, source: str):
     from pyspark.sql import functions as F
 
     from streamjoin.connectors.topic_store import Record, TopicStore
 
-    raw = spark.readStream.format("streamjoin_topics").option("root", root)
+    if KAFKA:
+        raw = spark.readStream.format("streamjoin_kafka").option("bootstrap", source)
+    else:
+        raw = spark.readStream.format("streamjoin_topics").option("root", source)
     if name == "spark-stateless":
         clicks = raw.option("topics", "clicks").load()
         fields = F.from_json(F.col("value").cast("string"), "USER_ID INT")
@@ -214,11 +285,22 @@ def _baseline(spark, name: str, work: str, root: str):
             "ckey = vkey AND vts BETWEEN cts - INTERVAL 1 MINUTE AND cts + INTERVAL 1 MINUTE"))
         out = out.select(F.col("ckey").alias("key"), F.unix_millis("cts").alias("timestamp"))
 
+    clients = []
+
     def write(batch, batch_id):
         rows = batch.select("key", "timestamp").toArrow()
         records = [Record(k, json.dumps({"ID": int(k)}).encode(), t)
                    for k, t in zip(rows.column("key").to_pylist(), rows.column("timestamp").to_pylist())]
-        TopicStore(root).append([("out", records)], writer=name, batch_id=batch_id)
+        if KAFKA:  # one producer for the query, flushed per batch, as streamjoin's sink does
+            if not clients:
+                from streamjoin.connectors.kafka_client import producer
+
+                clients.append(producer(source))
+            for r in records:
+                clients[0].produce("out", value=r.value, key=r.key, timestamp=r.timestamp)
+            clients[0].flush(30)
+        else:
+            TopicStore(source).append([("out", records)], writer=name, batch_id=batch_id)
 
     return (out.writeStream.foreachBatch(write).option("checkpointLocation", os.path.join(work, "checkpoints", name))
             .start())
@@ -260,11 +342,19 @@ def _feed_and_watch(store, sinks: list, feeds: list, rate: int, seconds: float) 
     """Append ids at ``rate`` per second for ``seconds`` while reading the sinks; then wait up to 20 s for
     the last results. Returns (id -> append began, sink -> id -> result first read), monotonic seconds."""
     sent, seen, done = {}, {sink: {} for sink in sinks}, threading.Event()
-    after = dict.fromkeys(sinks, store.committed_seq())
+    after = dict.fromkeys(sinks, 0 if KAFKA else store.committed_seq())
 
     def watch():  # a consumer polling every 5 ms; it reads the sinks only when the store has a new commit
         read_at = None
         while not done.is_set() or (min(map(len, seen.values())) < len(sent) and time.monotonic() < done.deadline):
+            if KAFKA:
+                got = store.read_new(sinks)
+                now = time.monotonic()
+                for sink, key, value in got:
+                    i = _result_id(key, value)
+                    if i is not None:
+                        seen[sink].setdefault(i, now)
+                continue
             committed = store.committed_seq()
             if committed == read_at:
                 time.sleep(0.005)
