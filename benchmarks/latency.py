@@ -131,13 +131,14 @@ def _shown(value) -> str:
 def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
     """``{"<variant>@<rate>/s": figures}``; for "together", one entry per query of the shared script
     ("together:<variant>@<rate>/s"), each with the idle figures of the whole script."""
+    from streamjoin.connectors.local_broker import local_broker
     from streamjoin.connectors.topic_store import TopicStore
 
     work = tempfile.mkdtemp(prefix="sjlat-")
     root = os.path.join(work, "topics")
     with contextlib.ExitStack() as held:
         held.callback(shutil.rmtree, work, ignore_errors=True)
-        bootstrap = held.enter_context(_broker()) if KAFKA else None
+        bootstrap = held.enter_context(local_broker()) if KAFKA else None
         store = held.enter_context(contextlib.closing(_KafkaStore(bootstrap))) if bootstrap else TopicStore(root)
         _set_up_tables(store, work)
         if bootstrap:  # the input topics, and a baseline's sink topic (the engine makes its own)
@@ -160,13 +161,6 @@ def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
             results[f"{label}@{rate}/s"] = {"records": len(sent), "results": len(latencies), **_percentiles(latencies),
                                             **idle, "ms_by_phase": split}
         return results
-
-
-def _broker():
-    """A fresh test broker (LATENCY_STORE=kafka): a context yielding its address."""
-    from streamjoin.connectors.local_broker import local_broker
-
-    return local_broker()
 
 
 class _KafkaStore:
@@ -201,7 +195,7 @@ class _KafkaStore:
         self.out.flush(30)
 
     def read_new(self, sinks: list) -> list:
-        """(sink, key, value) of the records the sinks gained; waits at most 5 ms."""
+        """(sink, key, value, monotonic time read) of the records the sinks gained; waits at most 5 ms."""
         from confluent_kafka import TopicPartition
 
         missing = [t for t in sinks if t not in self.assigned and self.topics.exists(t)]
@@ -212,7 +206,9 @@ class _KafkaStore:
         if not self.assigned:
             time.sleep(0.005)
             return []
-        return [(m.topic(), m.key(), m.value()) for m in self.reader.consume(1000, 0.005) if m.error() is None]
+        got = self.reader.consume(1000, 0.005)
+        now = time.monotonic()
+        return [(m.topic(), m.key(), m.value(), now) for m in got if m.error() is None]
 
     def close(self) -> None:
         self.reader.close()
@@ -342,34 +338,14 @@ def _feed_and_watch(store, sinks: list, feeds: list, rate: int, seconds: float) 
     """Append ids at ``rate`` per second for ``seconds`` while reading the sinks; then wait up to 20 s for
     the last results. Returns (id -> append began, sink -> id -> result first read), monotonic seconds."""
     sent, seen, done = {}, {sink: {} for sink in sinks}, threading.Event()
-    after = dict.fromkeys(sinks, 0 if KAFKA else store.committed_seq())
+    read_new = store.read_new if KAFKA else _store_reader(store, sinks)
 
-    def watch():  # a consumer polling every 5 ms; it reads the sinks only when the store has a new commit
-        read_at = None
+    def watch():
         while not done.is_set() or (min(map(len, seen.values())) < len(sent) and time.monotonic() < done.deadline):
-            if KAFKA:
-                got = store.read_new(sinks)
-                now = time.monotonic()
-                for sink, key, value in got:
-                    i = _result_id(key, value)
-                    if i is not None:
-                        seen[sink].setdefault(i, now)
-                continue
-            committed = store.committed_seq()
-            if committed == read_at:
-                time.sleep(0.005)
-                continue
-            read_at = committed
-            for sink in sinks:
-                table = store.read_table(sink, after_seq=after[sink]) if store.exists(sink) else None
-                now = time.monotonic()
-                if table is not None and table.num_rows:
-                    after[sink] = table.column("seq")[-1].as_py()
-                    for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
-                        i = _result_id(key, value)
-                        if i is not None:
-                            seen[sink].setdefault(i, now)
-            time.sleep(0.005)
+            for sink, key, value, now in read_new(sinks):
+                i = _result_id(key, value)
+                if i is not None:
+                    seen[sink].setdefault(i, now)
 
     done.deadline = float("inf")
     watcher = threading.Thread(target=watch, daemon=True)
@@ -392,6 +368,29 @@ def _feed_and_watch(store, sinks: list, feeds: list, rate: int, seconds: float) 
     done.set()
     watcher.join()
     return sent, seen
+
+
+def _store_reader(store, sinks: list):
+    """``read_new(sinks)`` on the embedded store: a consumer polling every 5 ms; it reads the sinks only when
+    the store has a new commit. (sink, key, value, monotonic time read) of each record the sinks gained."""
+    after, read_at = dict.fromkeys(sinks, store.committed_seq()), [None]
+
+    def read_new(sinks: list) -> list:
+        committed = store.committed_seq()
+        if committed == read_at[0]:
+            time.sleep(0.005)
+            return []
+        read_at[0], got = committed, []
+        for sink in sinks:
+            table = store.read_table(sink, after_seq=after[sink]) if store.exists(sink) else None
+            now = time.monotonic()
+            if table is not None and table.num_rows:
+                after[sink] = table.column("seq")[-1].as_py()
+                got += [(sink, k, v, now) for k, v in zip(table.column("key").to_pylist(), table.column("value").to_pylist())]
+        time.sleep(0.005)
+        return got
+
+    return read_new
 
 
 def _result_id(key, value):
