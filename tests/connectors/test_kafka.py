@@ -17,7 +17,7 @@ import pytest
 
 from streamjoin.conformance.cases import load_cases
 from streamjoin.conformance.runner import run_case
-from streamjoin.connectors.kafka_client import KafkaTopics, reading_consumer
+from streamjoin.connectors.kafka_client import KafkaTopics, high_watermarks, probe, producer, reading_consumer
 from streamjoin.connectors.local_broker import local_broker
 from streamjoin.connectors.topic_store import Record
 
@@ -119,6 +119,24 @@ def test_a_reading_consumer_is_kept_for_the_next_task_unless_a_topic_it_read_was
         raise RuntimeError("fetch failed")
     with reading_consumer(broker, {"t": "id-2"}) as fresh:
         assert fresh is not failed
+
+
+def test_end_offsets_deep_in_a_partition_of_many_small_batches(broker):
+    """Tansu answers a fetch deep in a partition of thousands of batches with its high watermark and no record
+    once finding the offset outlasts the probe's 1 ms fetch wait (a query over a topic fed at 2,000 records/s
+    died after ~25 s); the end offset is taken from such an answer."""
+    topic, out = _topic("deep"), producer(broker, **{"linger.ms": 0})
+    KafkaTopics(broker).create(topic, 1)
+    for _ in range(5000):  # 5,000 batches of 10: without the fallback, the probe at 49,985 got no answer here
+        for _ in range(10):
+            out.produce(topic, value=b"{}")
+        out.flush(10)
+    client = probe(broker)
+    try:
+        for start in (0, 49_985, 50_000):
+            assert high_watermarks(client, {(topic, 0): start}, timeout=5) == {(topic, 0): 50_000}
+    finally:
+        client.close()
 
 
 def test_a_lenses_query_infers_an_undeclared_topics_schema_from_its_first_records_on_the_broker(broker):

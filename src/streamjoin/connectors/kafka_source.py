@@ -189,7 +189,11 @@ class KafkaTopicReader(DataSourceStreamReader):
 
             low = self._consumer().get_watermark_offsets(TopicPartition(*tp), timeout=10)[0]
             ends[tp + ("from",)] = low
-            ends[tp] = high_watermarks(self._prober(), {tp: low})[tp]
+            fresh = probe(self.bootstrap)  # the kept probe may hold marks of the topic's earlier life
+            try:
+                ends[tp] = high_watermarks(fresh, {tp: low})[tp]
+            finally:
+                fresh.close()
         return ends, ids
 
     def _high_watermarks(self, nexts: dict) -> dict:
