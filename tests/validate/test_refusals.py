@@ -25,6 +25,9 @@ CREATE TEMPORAL TABLE FUNCTION RatesAt ON Ships (t) KEY (oid);
 CREATE TABLE games (_key string, player string, startedAt long, at string, score int) FORMAT (string, json);
 """
 
+DIM = ("CREATE TABLE Dim (id STRING, name STRING, n INT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'jdbc', "
+       "'url' = 'jdbc:sqlite:dims.db', 'table-name' = 'dim');\n")
+
 # (name, query, rule, text the message must contain)
 REFUSED = [
     ("join keys of different types", "CREATE STREAM J AS SELECT L.V FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.V;",
@@ -292,6 +295,18 @@ REFUSED = [
      "FROM games;", "key-format", "key format PROTOBUF is not supported"),
     ("Lenses: an AVRO key on a windowed result", "INSERT INTO o STORE KEY AS AVRO SELECT STREAM player, COUNT(*) AS n "
      "FROM games WINDOW BY TUMBLE 1m GROUP BY player;", "key-format", "an AVRO key is not written with a window yet"),
+    ("lookup: a RIGHT join", DIM + "INSERT INTO J SELECT o.id FROM Orders o RIGHT JOIN Dim FOR SYSTEM_TIME AS OF o.p AS d "
+     "ON o.id = d.id;", "lookup-join", "only support INNER JOIN and LEFT JOIN, but was RIGHT JOIN"),
+    ("lookup: as of event time", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.t AS d "
+     "ON o.id = d.id;", "lookup-join", "as of the stream's processing time"),
+    ("lookup: an expression of the table as key", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME "
+     "AS OF o.p AS d ON o.id = UPPER(d.id);", "lookup-join", "requires an equality condition on fields of table [Dim]"),
+    ("lookup: keys of different types", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.p "
+     "AS d ON o.x = d.name;", "lookup-join", "equivalent condition of the same type"),
+    ("lookup: IS NOT DISTINCT FROM", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.p AS d "
+     "ON o.id IS NOT DISTINCT FROM d.id;", "lookup-join", "IS NOT DISTINCT FROM"),
+    ("a database table read as a stream", DIM + "INSERT INTO J SELECT name, COUNT(*) AS c FROM Dim GROUP BY name;",
+     "static-table-use", "Dim is a table in a database (dim)"),
     ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "
      "GROUP BY player;", "time-window", "SLIDING windows are not supported yet"),
     ("Lenses: an older GROUP BY window without its unit pairs", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n "

@@ -27,6 +27,7 @@ order; ``_seq`` is the line order, so the last line of a key wins when it is loa
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Optional
 
@@ -338,11 +339,22 @@ def _key_column(source, col, multi: bool) -> Column:
     return text.cast(col.type)
 
 
+def read_database(spark: SparkSession, table, columns: list[tuple[str, str]]) -> DataFrame:
+    """A database table's ``columns`` ((name, Spark type)), read once by an executor when the query starts."""
+    reader = spark.read.format("streamjoin_database").schema(", ".join(f"`{n}` {t}" for n, t in columns))
+    reader = reader.option("url", table.url).option("table", table.table).option("columns", json.dumps([n for n, _ in columns]))
+    if table.username is not None:
+        reader = reader.option("user", table.username).option("password", table.password or "")
+    return reader.load()
+
+
 def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
     source = scan.source
     stored = [c for c in source.columns if c.computed is None and c.origin != "metadata"]
     fmt = source.value_format.lower()
-    if fmt == "json":  # field names match columns case-insensitively, as unquoted identifiers do
+    if source.database is not None:
+        df = read_database(spark, source.database, [(c.name, c.type) for c in stored])
+    elif fmt == "json":  # field names match columns case-insensitively, as unquoted identifiers do
         df = spark.read.options(**JSON_READ_OPTIONS).json(source.bounded_path)
         present = {c.casefold(): c for c in df.columns}
         df = df.select(*[(F.col(f"`{present[c.name.casefold()]}`") if c.name.casefold() in present else F.lit(None))

@@ -63,7 +63,7 @@ def _with_key_window(join: Join, joined: DataFrame) -> DataFrame:
 
 
 def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> DataFrame:
-    scans = [n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path]
+    scans = [n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded]
     topics = sorted({n.source.topic for n in scans})
     if opts.bootstrap:
         stateful = any(isinstance(n, (Join, Aggregate)) for n in walk(plan))
@@ -114,7 +114,7 @@ def side_topics(plan: PlanNode) -> list[str]:
     with a KSQL/Lenses windowed stream-stream join, whose stores keep records by each side's clock."""
     if not any(isinstance(n, Join) and n.operator == "stream_stream" for n in walk(plan)):
         return []
-    return sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path})
+    return sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded})
 
 
 def read_once(records: DataFrame) -> DataFrame:
@@ -193,14 +193,14 @@ def watermark_delays(plan: PlanNode) -> dict:
         return {}
     delays: dict = {}
     for n in walk(plan):
-        if isinstance(n, Scan) and not n.source.bounded_path and n.source.watermark_column:
+        if isinstance(n, Scan) and not n.source.bounded and n.source.watermark_column:
             delays[n.source.topic] = max(delays.get(n.source.topic, 0), n.source.watermark_delay_ms or 0)
     return delays
 
 
 def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame:
     if isinstance(node, Scan):
-        if node.source.bounded_path:
+        if node.source.bounded:
             return read_bounded(records.sparkSession, node)
         return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None)
     if isinstance(node, Filter):

@@ -672,7 +672,7 @@ def _check_windowed_inputs(node: PlanNode, at: ast.Join) -> PlanNode:
     source; session windows only with session windows, hopping and tumbling only with hopping and tumbling; and
     no repartition of a windowed source — each side joined on its own key, both sides' keys holding windows of
     one kind and size. A join of two windowed sources matches their windows too (``Join.window_keys``)."""
-    scans = [n for n in walk(node) if isinstance(n, Scan) and not n.source.bounded_path]
+    scans = [n for n in walk(node) if isinstance(n, Scan) and not n.source.bounded]
     windowed = [n for n in scans if n.source.window is not None]
     if not windowed:
         return node

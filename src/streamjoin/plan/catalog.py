@@ -29,6 +29,36 @@ class ColumnInfo:
 
 
 @dataclass(frozen=True)
+class DatabaseTable:
+    """A table in a relational database (Flink's 'jdbc' connector), reached by ``connectors.database``.
+    ``cache``: 'NONE' or 'PARTIAL' (then ``cache_max_rows`` and the expiry times, in ms, bound it). The
+    password is never shown (not in ``repr`` either)."""
+
+    url: str
+    table: str
+    username: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+    cache: str = "NONE"
+    cache_max_rows: Optional[int] = None
+    expire_after_write_ms: Optional[int] = None
+    expire_after_access_ms: Optional[int] = None
+    cache_missing_key: bool = True
+    max_retries: int = 3
+
+    def describe(self) -> str:
+        from ..connectors.database import mask
+
+        text = f"database table {self.table} at {mask(self.url)}"
+        if self.cache == "PARTIAL":
+            limits = [f"{self.cache_max_rows} rows" if self.cache_max_rows is not None else "",
+                      f"{self.expire_after_write_ms} ms after write" if self.expire_after_write_ms is not None else "",
+                      f"{self.expire_after_access_ms} ms after access" if self.expire_after_access_ms is not None else "",
+                      "" if self.cache_missing_key else "missing keys not cached"]
+            text += f", partial lookup cache ({', '.join(l for l in limits if l)})"
+        return text
+
+
+@dataclass(frozen=True)
 class SourceInfo:
     """A declared (or query-created) stream or table and how to read it."""
 
@@ -51,6 +81,12 @@ class SourceInfo:
     created_by_query: bool = False
     dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream' ('' for a query's sink)
     window: Optional[tuple[str, int]] = None  # a windowed table's (window type, size ms): its record keys hold the window
+    database: Optional[DatabaseTable] = None  # a table in a database ('jdbc'): no topic under it
+
+    @property
+    def bounded(self) -> bool:
+        """Read once at query start (a file, a database table) rather than from a topic."""
+        return bool(self.bounded_path) or self.database is not None
 
     def column(self, name: str) -> Optional[ColumnInfo]:
         wanted = name.casefold()

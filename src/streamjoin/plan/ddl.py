@@ -5,7 +5,8 @@ from typing import Optional
 
 from ..errors import StatementError
 from ..sql import ast
-from .catalog import ColumnInfo, SourceInfo, display_name
+from ..connectors.database import parse_url
+from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .settings import interval_ms
 from .types import spark_type
 
@@ -77,10 +78,14 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
         )
     timestamp_column, watermark_delay = _event_time(stmt, props, columns, style)
     window = _declared_window(props, stmt.pos)
+    database = database_table(props, name, stmt.pos) if connector == "jdbc" else None
     topic = props.get("kafka_topic") or props.get("topic")
     # a file path instead of a topic: a bounded source, loaded once at query start (a static table)
     path = props.get("path") if connector == "filesystem" or topic is None else None
-    if topic is None and path is None:
+    if database is not None:
+        topic, path = "", None
+        props = {k: v for k, v in props.items() if k not in SECRET_OPTIONS}
+    elif topic is None and path is None:
         topic = name
     return SourceInfo(
         name=name,
@@ -101,7 +106,90 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
         properties=tuple(sorted((k, v) for k, v in props.items())),
         dialect=stmt.dialect,
         window=window,
+        database=database,
     )
+
+
+SECRET_OPTIONS = {"password"}
+JDBC_OPTIONS = {
+    "connector", "url", "table-name", "driver", "username", "password", "connection.max-retry-timeout",
+    "scan.partition.column", "scan.partition.num", "scan.partition.lower-bound", "scan.partition.upper-bound",
+    "scan.fetch-size", "scan.auto-commit", "lookup.cache", "lookup.partial-cache.max-rows",
+    "lookup.partial-cache.expire-after-write", "lookup.partial-cache.expire-after-access",
+    "lookup.partial-cache.cache-missing-key", "lookup.max-retries", "lookup.cache.max-rows", "lookup.cache.ttl",
+    "lookup.cache.caching-missing-key", "sink.buffer-flush.max-rows", "sink.buffer-flush.interval",
+    "sink.max-retries", "sink.parallelism",
+}
+
+
+def database_table(props: dict, name: str, pos) -> DatabaseTable:
+    """A Flink 'jdbc' table's options, checked as Flink's JDBC connector checks them: 'url' and 'table-name'
+    required, no option it does not know, 'lookup.cache' NONE or PARTIAL (the legacy 'lookup.cache.max-rows'
+    and 'lookup.cache.ttl' ask for PARTIAL), a partial cache bounded by rows or by time."""
+    unknown = sorted(k for k in props if k not in JDBC_OPTIONS)
+    if unknown:
+        raise StatementError(f"Unsupported options found for 'jdbc' in {name}: {', '.join(unknown)}",
+                             rule="jdbc-options", pos=pos)
+    missing = [k for k in ("url", "table-name") if not props.get(k)]
+    if missing:
+        raise StatementError(f"'jdbc' table {name} needs the option(s) {', '.join(repr(k) for k in missing)}",
+                             rule="jdbc-options", pos=pos)
+    url = str(props["url"])
+    try:
+        parse_url(url)
+    except ValueError as err:
+        raise StatementError(f"'jdbc' table {name}: {err}", rule="jdbc-url", pos=pos) from None
+    for both in (("username", "password"), ("lookup.cache.max-rows", "lookup.cache.ttl")):
+        if (props.get(both[0]) is None) != (props.get(both[1]) is None):
+            raise StatementError(f"'jdbc' table {name}: either all or none of the options {', '.join(both)} should "
+                                 "be provided", rule="jdbc-options", pos=pos)
+
+    def option(key: str, read):
+        value = props.get(key)
+        if value is None or str(value).strip() == "":
+            return None
+        try:
+            return read(str(value).strip())
+        except ValueError:
+            raise StatementError(f"'jdbc' table {name}: '{key}' = '{value}' is not valid", rule="jdbc-options",
+                                 pos=pos) from None
+
+    def flag(text: str) -> bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+
+    def count(text: str) -> int:
+        if int(text) < 0:
+            raise ValueError(text)
+        return int(text)
+
+    retries = option("lookup.max-retries", count)
+    common = dict(url=url, table=str(props["table-name"]), username=props.get("username") and str(props["username"]),
+                  password=props.get("password") and str(props["password"]),
+                  max_retries=3 if retries is None else retries)
+    cache = str(props.get("lookup.cache") or "NONE").upper()
+    if cache not in ("NONE", "PARTIAL", "FULL"):
+        raise StatementError(f"'jdbc' table {name}: 'lookup.cache' = '{props.get('lookup.cache')}' is not NONE, "
+                             "PARTIAL or FULL", rule="jdbc-options", pos=pos)
+    if cache == "PARTIAL":
+        table = DatabaseTable(**common, cache="PARTIAL",
+                              cache_max_rows=option("lookup.partial-cache.max-rows", count),
+                              expire_after_write_ms=option("lookup.partial-cache.expire-after-write", interval_ms),
+                              expire_after_access_ms=option("lookup.partial-cache.expire-after-access", interval_ms),
+                              cache_missing_key=option("lookup.partial-cache.cache-missing-key", flag) is not False)
+        if (table.cache_max_rows, table.expire_after_write_ms, table.expire_after_access_ms) == (None, None, None):
+            raise StatementError(
+                f"'jdbc' table {name}: missing 'lookup.partial-cache.expire-after-access', 'lookup.partial-cache."
+                "expire-after-write' or 'lookup.partial-cache.max-rows': the cache would never evict",
+                rule="jdbc-options", pos=pos)
+        return table
+    legacy_rows, legacy_ttl = option("lookup.cache.max-rows", int), option("lookup.cache.ttl", interval_ms)
+    if legacy_rows is not None and legacy_rows > 0 and legacy_ttl:  # Flink's deprecated options: a partial cache
+        return DatabaseTable(**common, cache="PARTIAL", cache_max_rows=legacy_rows, expire_after_write_ms=legacy_ttl,
+                             cache_missing_key=option("lookup.cache.caching-missing-key", flag) is not False)
+    # 'FULL' is accepted as Flink's JDBC connector accepts it: it then caches nothing
+    return DatabaseTable(**common)
 
 
 LENSES_KEY_FORMATS = {"STRING": "KAFKA", "INT": "KAFKA", "LONG": "KAFKA", "DOUBLE": "KAFKA", "FLOAT": "KAFKA",
@@ -260,7 +348,7 @@ def _kind(stmt: ast.CreateSource, style: str, connector: str, changelog: Optiona
     if style != "flink":
         return stmt.kind
     # Flink: a table with a primary key on an upsert/changelog connector is a TABLE, anything else a STREAM.
-    if keys and (connector in UPSERT_CONNECTORS or changelog or connector == "filesystem"):
+    if keys and (connector in UPSERT_CONNECTORS or changelog or connector in ("filesystem", "jdbc")):
         return "TABLE"
     return "STREAM"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .catalog import SourceInfo
-from .nodes import Aggregate, Filter, Join, PlanNode, Repartition, Sink
+from .nodes import Aggregate, Filter, Join, PlanNode, Repartition, Scan, Sink, walk
 from .inference import is_inferred
 from .settings import setting_notes
 
@@ -38,7 +38,12 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
         if isinstance(node, Repartition):
             out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
         if isinstance(node, Join) and node.static_table:
-            out.append("Broadcast hash join of the stream with the table loaded once from its file (stream-static: no state)")
+            origin = "the database" if any(isinstance(n, Scan) and n.source.database for n in walk(node)) else "its file"
+            out.append(f"Broadcast hash join of the stream with the table loaded once from {origin} when the query "
+                       "starts (stream-static: no state)")
+        elif isinstance(node, Join) and node.operator == "lookup":
+            out.append("Lookup join (operators.lookup): per partition of a micro-batch, one query to the database for "
+                       "its records' distinct keys, on the executors; no state, no shuffle of its own")
         elif isinstance(node, Join):
             out.append(f"Repartition both inputs by a hash bucket of the join key; operator operators.{node.operator} "
                        f"({node.shape})")

@@ -11,14 +11,17 @@ later step (validation, lowering, EXPLAIN) reads ``Join.shape``, ``Join.operator
 | STREAM  | STREAM  | Flink time bounds in ON / WHERE      | interval           | interval         |
 | STREAM  | TABLE   | FOR SYSTEM_TIME AS OF rowtime        | temporal           | temporal         |
 | STREAM  | TABLE   | FOR SYSTEM_TIME AS OF proctime       | temporal-proctime  | stream_table     |
+| STREAM  | 'jdbc'  | FOR SYSTEM_TIME AS OF (proctime)     | lookup             | lookup           |
 | STREAM  | LATERAL TABLE (f(t))                   | temporal-function  | temporal         |
 | Flink inputs, no time bound                    | regular            | regular          |
 | STREAM  | TABLE   | none                                 | stream-table       | stream_table     |
 | TABLE   | TABLE   | both primary keys                    | table-table        | table_table      |
 | TABLE   | TABLE   | a non-key column on one side         | foreign-key        | foreign_key      |
 
-(The TABLE side may be on the left in each row.) A stream-table join whose table is bounded (a file) is a
-*static table* join: the table is loaded at query start, no state and no clock.
+(The TABLE side may be on the left in each row.) A stream-table join whose table is bounded (a file, a
+database table) is a *static table* join: the table is loaded at query start, no state and no clock; with
+Flink inputs too (Flink would run a regular join over the bounded scan: the same rows, none retracted). A
+lookup join reads the database as each micro-batch runs, and keeps no state.
 
 ON is an AND of terms (DIALECT §4). A term is
 - an equi-key: ``=`` with exactly one input on each side (expressions allowed);
@@ -163,6 +166,8 @@ def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bo
     lwin, rwin = _window(left), _window(right)
     flink = naming_style(left) == "flink" and naming_style(right) == "flink"
     if system_time is not None:
+        if database_of(right) is not None:
+            return "lookup"
         return "temporal-proctime" if _is_proctime(system_time, left) else "temporal"
     if lwin is not None or rwin is not None:
         return "instant-window"
@@ -174,7 +179,9 @@ def classify(left: PlanNode, right: PlanNode, item: ast.Join, has_time_bound: bo
             return "interval" if has_time_bound else "regular"
         return "stream-stream"
     if "STREAM" in kinds:
-        return "regular" if flink else "stream-table"
+        table = right if right.kind == "TABLE" else left
+        bounded = all(n.source.bounded for n in walk(table) if isinstance(n, Scan))
+        return "regular" if flink and not bounded else "stream-table"
     return "regular" if flink else "table-table"
 
 
@@ -216,7 +223,7 @@ def _join_node(left, right, join_type, shape, pairs, lf, rf, residual, item: ast
 
 SHAPE_OPERATORS = {
     "stream-stream": "stream_stream", "instant-window": "instant_window", "interval": "interval",
-    "temporal": "temporal", "temporal-function": "temporal", "temporal-proctime": "stream_table",
+    "temporal": "temporal", "temporal-function": "temporal", "temporal-proctime": "stream_table", "lookup": "lookup",
     "regular": "regular", "stream-table": "stream_table", "table-table": "table_table", "foreign-key": "foreign_key",
 }
 
@@ -235,7 +242,7 @@ def _static_table(join: Join) -> bool:
     if join.operator != "stream_table":
         return False
     table = join.right if join.left.kind == "STREAM" else join.left
-    return not any(isinstance(n, Scan) and not n.source.bounded_path for n in walk(table))
+    return not any(isinstance(n, Scan) and not n.source.bounded for n in walk(table))
 
 
 def _compares(term: ast.Expr, times: set) -> bool:
@@ -491,6 +498,12 @@ def _type(e: ast.Expr) -> str:
 def _window(node: PlanNode):
     scan = base_scan(node)
     return scan.window if scan is not None else getattr(node, "window", None)
+
+
+def database_of(node: PlanNode):
+    """The database table (``DatabaseTable``) ``node`` reads, when it is a scan of one (filters aside)."""
+    scan = base_scan(node)
+    return scan.source.database if scan is not None else None
 
 
 def _system_time(node: PlanNode):

@@ -74,7 +74,9 @@ class Scan(PlanNode):
     def describe(self) -> str:
         extra = f" OVER {_window_text(self.window)}" if self.window else ""
         time = f", time from {self.source.timestamp_column}" if self.source.timestamp_column else ""
-        return f"Scan {self.source.kind.lower()} {self.source.name} AS {self.alias} (topic {self.source.topic}{time}){extra}"
+        where = (self.source.database.describe() if self.source.database is not None
+                 else f"file {self.source.bounded_path}" if self.source.bounded_path else f"topic {self.source.topic}")
+        return f"Scan {self.source.kind.lower()} {self.source.name} AS {self.alias} ({where}{time}){extra}"
 
 
 @dataclass(frozen=True)

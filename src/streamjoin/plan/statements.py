@@ -100,7 +100,7 @@ class StatementPlanner:
             target = self.catalog.source(stmt.target)
             if target is None:
                 raise StatementError(f"unknown stream or table {stmt.target.text}", rule="unknown-source", pos=stmt.target.pos)
-            if target.bounded_path:
+            if target.bounded:
                 raise StatementError(f"{target.name} is read from a file: INSERT ... VALUES cannot add to it",
                                      rule="insert-into-file", pos=stmt.pos)
             return PlannedStatement(item, produced=(target.topic, values_records(stmt, target)))
@@ -296,7 +296,7 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     value. A primitive value format (KAFKA: a Lenses ``_value STRING``) is kept only for a result of one
     value column; a record is written as JSON."""
     source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
-    if style == "flink" or source is None or source.bounded_path or source.changelog_format:
+    if style == "flink" or source is None or source.bounded or source.changelog_format:
         return "KAFKA", "JSON"
     value_format = source.value_format
     if value_format == "KAFKA" and value_columns > 1:

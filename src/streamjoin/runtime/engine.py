@@ -192,6 +192,7 @@ class Engine:
             if planned.query_id in running:
                 raise StatementError(f"query {planned.query_id} is running already", rule="query-running",
                                      pos=planned.statement.pos)
+            _check_databases(planned)
             state_buckets(self.spark, planned.query_id, self._checkpoint(planned), catalog.properties)
             check_fingerprint(self.spark, planned.query_id, self._checkpoint(planned), _fingerprint(planned))
 
@@ -329,6 +330,20 @@ def _fingerprint(planned: PlannedQuery) -> dict:
         text = text[re.search(r"(?i)\bas\s+insert\b", text).start():]
     return fingerprint(text, [n.source for n in walk(planned.plan) if isinstance(n, Scan)],
                        operator_table.declared_states(planned.plan))
+
+
+def _check_databases(planned: PlannedQuery) -> None:
+    """Refuse, before anything starts, a query whose database table cannot be read as declared."""
+    from ..connectors.database import check_table, describe_failure, parse_url
+
+    for scan in [n for n in walk(planned.plan) if isinstance(n, Scan) and n.source.database is not None]:
+        db = scan.source.database
+        columns = [(c.name, c.type) for c in scan.source.columns if c.computed is None]
+        try:
+            check_table(parse_url(db.url, db.username, db.password), db.table, columns)
+        except Exception as err:  # noqa: BLE001 - whatever the driver raises, named and masked
+            raise StatementError(describe_failure(err, db.table, db.url, db.password), rule="database-table",
+                                 pos=planned.statement.pos) from None
 
 
 def _copy(catalog: Catalog) -> Catalog:

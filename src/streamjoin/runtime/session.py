@@ -92,10 +92,11 @@ def register_sources(spark: SparkSession) -> None:
     """Register streamjoin's Python data sources with ``spark`` (once per session)."""
     if id(spark) in _REGISTERED:
         return
+    from ..connectors.database import DatabaseTableSource
     from ..connectors.embedded_source import EmbeddedTopicSource
     from ..connectors.kafka_source import KafkaTopicSource
 
-    for source in (EmbeddedTopicSource, KafkaTopicSource):
+    for source in (EmbeddedTopicSource, KafkaTopicSource, DatabaseTableSource):
         _register(spark, source)
     _REGISTERED.add(id(spark))
 

@@ -47,7 +47,7 @@ def _check_event_times(plan: PlanNode) -> None:
     """The query's clock reads each topic's records once: two inputs over one topic must take their time from
     the same field (a Lenses ``EVENTTIME BY`` on one of them only would give the topic two times)."""
     times: dict = {}
-    for scan in (n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded_path):
+    for scan in (n for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded):
         seen = times.setdefault(scan.source.topic, scan.source.timestamp_column)
         if seen != scan.source.timestamp_column:
             fields = " and ".join(f or "the record's timestamp" for f in (seen, scan.source.timestamp_column))
@@ -67,19 +67,24 @@ def _check_kafka_value_grouping(plan: PlanNode) -> None:
 
 
 def _check_static_tables(plan: PlanNode, joins: list[Join]) -> None:
-    """A source read from a file is a static table: it may only be the table side of a stream-table join."""
+    """A source read from a file or a database is a static table: it may only be the table side of a
+    stream-table join, or the table of a lookup join."""
     allowed = set()
     for join in joins:
-        if _stream_table(join):
+        if join.shape == "lookup":
+            allowed.add(id(base_scan(join.right)))
+        elif _stream_table(join):
             table = join.right if join.right.kind == "TABLE" else join.left
             scan = base_scan(table)
             if scan is not None:
                 allowed.add(id(scan))
     for node in walk(plan):
-        if isinstance(node, Scan) and node.source.bounded_path and id(node) not in allowed:
+        if isinstance(node, Scan) and node.source.bounded and id(node) not in allowed:
+            where = (f"a table in a database ({node.source.database.table})" if node.source.database
+                     else f"read from a file ({node.source.bounded_path})")
             raise StatementError(
-                f"{node.source.name} is read from a file ({node.source.bounded_path}): such a static table can only be "
-                "joined to a stream, as the table side of a stream-table join", rule="static-table-use")
+                f"{node.source.name} is {where}: such a static table can only be joined to a stream, as the table "
+                "side of a stream-table join (or looked up, FOR SYSTEM_TIME AS OF)", rule="static-table-use")
 
 
 def _kinds(join: Join) -> tuple[str, str]:
@@ -125,6 +130,45 @@ def subquery_join(join: Join) -> Optional[str]:
         return (f"a [NOT] EXISTS or [NOT] IN subquery runs as a Flink regular {join.join_type} join: both inputs "
                 "declared with Flink's CREATE TABLE, and no time bounds between them")
     return None
+
+
+@rule("lookup-join")
+def lookup_join(join: Join) -> Optional[str]:
+    """Flink's rules for a lookup join (a 'jdbc' table FOR SYSTEM_TIME AS OF), in its words where it has them."""
+    if join.shape != "lookup":
+        return None
+    table = base_scan(join.right)
+    name = table.source.name
+    if join.join_type not in ("INNER", "LEFT"):
+        return (f"Temporal table join currently only support INNER JOIN and LEFT JOIN, but was {join.join_type} JOIN "
+                f"(lookup of {name})")
+    if not isinstance(join.right, Scan):
+        return f"a lookup join reads the database table {name} itself: filter it in the ON clause, not in a view"
+    if not (isinstance(join.system_time, Ref) and _is_proctime_field(join.left, join.system_time.id)):
+        return (f"FOR SYSTEM_TIME AS OF {expr_text(join.system_time)}: a lookup join of the database table {name} "
+                "is as of the stream's processing time (a PROCTIME() column of the left input)")
+    if not join.left_side.keys:
+        return f"Temporal table join requires an equality condition on fields of table [{name}]."
+    columns = {f.id for f in table.fields if not f.hidden}
+    for left, right in zip(join.left_side.keys, join.right_side.keys):
+        if not (isinstance(right, Ref) and right.id in columns):
+            return (f"Temporal table join requires an equality condition on fields of table [{name}]: "
+                    f"{expr_text(right)} is not a column of it")
+        types = [ex.static_type(left), ex.static_type(right)]
+        if all(types) and _type_kind(types[0]) != _type_kind(types[1]):
+            return (f"Temporal table join requires equivalent condition of the same type, but the condition is "
+                    f"{expr_text(left)}[{types[0].upper()}]={expr_text(right)}[{types[1].upper()}]")
+    if any(join.left_side.null_safe):
+        return "LookupJoin doesn't support join condition contains 'a IS NOT DISTINCT FROM b'"
+    if join.residual is not None:
+        return f"{expr_text(join.residual)}: a lookup join has no time bounds (the database table has no time)"
+    return None
+
+
+def _is_proctime_field(node: PlanNode, field_id: str) -> bool:
+    scan = base_scan(node)
+    return scan is not None and scan.source.proctime_column is not None and any(
+        f.id == field_id and f.name == scan.source.proctime_column for f in scan.fields)
 
 
 @rule("join-on-condition")
@@ -444,7 +488,8 @@ def join_condition(join: Join) -> Optional[str]:
     """Flink's further ON conditions: an INNER join of streams keeps the rows that pass, a temporal join keeps
     the version found or pads it away (LEFT); interval and regular joins evaluate them on each candidate pair,
     where they decide padding and retractions, within what ``operators.pair_condition`` evaluates."""
-    if join.condition is None or (join.shape in ("interval", "regular") and pair_condition.supported(join.condition)):
+    if join.condition is None or join.shape == "lookup" or (
+            join.shape in ("interval", "regular") and pair_condition.supported(join.condition)):
         return None
     if join.shape.startswith("temporal") or (join.join_type == "INNER" and join.kind == "STREAM"):
         return None

@@ -1,0 +1,358 @@
+"""Tables in a relational database (Flink's 'jdbc' connector): PostgreSQL, or SQLite as the embedded default.
+
+Reached through ADBC, Arrow Database Connectivity (``adbc-driver-postgresql``, ``adbc-driver-sqlite``): a
+result arrives as an Arrow table, the form in which Spark's Python workers exchange rows with the JVM, with
+no Python object per row (psycopg or ``sqlite3`` build a tuple per row), and both drivers ship their client
+library in the wheel, so nothing is installed beside pip's packages.
+
+URLs as users write them: ``jdbc:postgresql://host[:port]/db[?user=u&password=p]`` (or a libpq URI,
+``postgresql://...``) and ``jdbc:sqlite:path`` (``sqlite:path``; a file, relative to the working directory).
+
+Identifiers are sent as written, unquoted, as Flink's PostgreSQL dialect sends them (PostgreSQL folds them to
+lower case); a name that is not a plain identifier is double-quoted.
+
+Lookups (``Lookup``) send one query per call for all the keys asked for: ``k = ANY($1)`` with an array per key
+column on PostgreSQL, a JSON array of key tuples unpacked by ``json_each`` on SQLite. A ``Lookup`` keeps the
+rows it read per key within the table's 'lookup.partial-cache.*' limits (least recently used rows leave first).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import StreamjoinError
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class DatabaseError(StreamjoinError):
+    """A database could not be reached or refused a query; the message names the table and the URL (its
+    password masked)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a table lives: ``kind`` 'postgresql' or 'sqlite'; ``target`` a libpq URI (credentials in it) or a
+    file path."""
+
+    kind: str
+    target: str
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.kind}, {mask(self.target)})"
+
+
+def parse_url(url: str, username: Optional[str] = None, password: Optional[str] = None) -> Endpoint:
+    """The endpoint of a JDBC URL; ValueError (with the URL masked) for one streamjoin cannot reach."""
+    raw = url.strip()
+    body = raw[len("jdbc:"):] if raw.lower().startswith("jdbc:") else raw
+    lowered = body.lower()
+    if lowered.startswith("sqlite:"):
+        path = body[len("sqlite:"):]
+        if path.startswith("//"):
+            path = path[2:]
+        if not path:
+            raise ValueError(f"'{mask(url)}' names no SQLite file")
+        return Endpoint("sqlite", path)
+    if lowered.startswith(("postgresql://", "postgres://")):
+        parts = urllib.parse.urlsplit(body)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        in_url_user, in_url_password = query.pop("user", None), query.pop("password", None)
+        user = username or in_url_user or parts.username
+        secret = password if password is not None else in_url_password or parts.password
+        if query.pop("ssl", "").lower() == "true":  # the JDBC driver's name for it
+            query.setdefault("sslmode", "require")
+        host = parts.hostname or "localhost"
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        if user:
+            credentials = urllib.parse.quote(user, safe="")
+            if secret is not None:
+                credentials += ":" + urllib.parse.quote(secret, safe="")
+            netloc = credentials + "@" + netloc
+        return Endpoint("postgresql", urllib.parse.urlunsplit(
+            ("postgresql", netloc, parts.path, urllib.parse.urlencode(query), "")))
+    raise ValueError(f"'{mask(url)}' is not a PostgreSQL (jdbc:postgresql://host:port/db) or SQLite "
+                     "(jdbc:sqlite:path) URL")
+
+
+def mask(url: str) -> str:
+    """``url`` with any password in it replaced by ``***``."""
+    masked = re.sub(r"(?i)(password=)[^&;]*", r"\1***", url)
+    return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", masked)
+
+
+def quote(name: str) -> str:
+    if _PLAIN.match(name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_name(name: str) -> str:
+    """'schema.table' as SQL: each part quoted as needed."""
+    return ".".join(quote(part) for part in name.split("."))
+
+
+def connect(endpoint: Endpoint):
+    """A connection in autocommit mode: each query sees what the database holds when it runs (a kept
+    connection would otherwise stay in one transaction, and SQLite's would block its writers)."""
+    if endpoint.kind == "sqlite":
+        import adbc_driver_sqlite.dbapi as driver
+
+        return driver.connect(endpoint.target, autocommit=True)
+    import adbc_driver_postgresql.dbapi as driver
+
+    return driver.connect(endpoint.target, autocommit=True)
+
+
+def describe_failure(err: BaseException, table: str, url: str, password: Optional[str]) -> str:
+    """What went wrong, naming the table and the URL, with the password nowhere in it."""
+    text = f"{type(err).__name__}: {err}"
+    if password:
+        text = text.replace(password, "***").replace(urllib.parse.quote(password, safe=""), "***")
+    return f"database table {table} at {mask(url)}: {mask(text)}"
+
+
+def select_sql(table: str, columns: Sequence[str]) -> str:
+    return f"SELECT {', '.join(quote(c) for c in columns)} FROM {table_name(table)}"
+
+
+def read_all(endpoint: Endpoint, table: str, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """Every row of ``table``, its ``columns`` in the types of ``schema`` (named as ``schema`` names them)."""
+    with connect(endpoint) as conn, conn.cursor() as cur:
+        cur.execute(select_sql(table, columns))
+        return conform(cur.fetch_arrow_table(), schema)
+
+
+def conform(result: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A result's columns, by position, in the names and types of ``schema``: the database's own types
+    (PostgreSQL's NUMERIC arrives as text, SQLite's integers as int64) cast to the declared ones."""
+    columns = []
+    for i, field in enumerate(schema):
+        column = result.column(i)
+        if column.type != field.type:
+            column = pc.cast(column, field.type, safe=False) if not pa.types.is_null(column.type) \
+                else pa.nulls(len(column), field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_table(endpoint: Endpoint, table: str, columns: Sequence[tuple[str, str]]) -> None:
+    """Raise (the driver's error) when ``table`` cannot be read: the database down, the password refused, the
+    table or a column missing; DatabaseError when a declared column's type ((name, Spark type)) cannot hold
+    the database's (PostgreSQL: its catalog's types; SQLite's columns take any value)."""
+    with connect(endpoint) as conn, conn.cursor() as cur:
+        cur.execute(select_sql(table, [n for n, _ in columns]) + " WHERE 1 = 0")
+        cur.fetch_arrow_table()
+        if endpoint.kind != "postgresql":
+            return
+        schema, _, name = table.rpartition(".")
+        cur.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = $1 AND "
+                    "table_schema = coalesce(nullif($2, ''), current_schema())", [_folded(name), _folded(schema)])
+        catalog = cur.fetch_arrow_table()
+        found = dict(zip(catalog.column(0).to_pylist(), catalog.column(1).to_pylist()))
+    for column, declared in columns:
+        actual = found.get(_folded(column))
+        if actual is not None and not _fits(declared, actual):
+            raise DatabaseError(f"column {column} is declared {declared.upper()} but is {actual.upper()} in the "
+                                f"database table {table}")
+
+
+def _folded(name: str) -> str:
+    """A name as PostgreSQL stores it: an unquoted identifier in lower case."""
+    return name.lower() if _PLAIN.match(name) else name
+
+
+_PG_KINDS = {"smallint": "integer", "integer": "integer", "bigint": "integer", "numeric": "number", "real": "number",
+             "double precision": "number", "text": "string", "character varying": "string", "character": "string",
+             "boolean": "boolean", "date": "date", "timestamp without time zone": "timestamp",
+             "timestamp with time zone": "timestamp", "bytea": "binary"}
+_DECLARED_KINDS = {"tinyint": {"integer"}, "smallint": {"integer"}, "int": {"integer"}, "bigint": {"integer"},
+                   "float": {"integer", "number"}, "double": {"integer", "number"},
+                   "decimal": {"integer", "number"}, "string": {"string"}, "boolean": {"boolean"},
+                   "date": {"date"}, "timestamp": {"timestamp"}, "timestamp_ntz": {"timestamp"}, "binary": {"binary"}}
+
+
+def _fits(declared: str, actual: str) -> bool:
+    kind = _PG_KINDS.get(actual.lower())
+    accepted = _DECLARED_KINDS.get(declared.split("(")[0].strip().lower())
+    return kind is None or accepted is None or kind in accepted
+
+
+_PG_ARRAY_TYPES = {
+    pa.int8(): "int2", pa.int16(): "int2", pa.int32(): "int4", pa.int64(): "int8", pa.float32(): "float4",
+    pa.float64(): "float8", pa.bool_(): "bool", pa.string(): "text", pa.large_string(): "text", pa.date32(): "date",
+}
+
+
+class Lookup:
+    """Rows of a database table by the values of some of its columns, with an optional cache.
+
+    ``key_columns``: the table's columns the lookup compares; ``columns``: what it reads (the key columns
+    among them or not); ``schema``: the names and types the result has, ``columns`` first, then the key
+    columns (as ``key_schema`` types them: the types of the values looked up). ``cache``: None (every call
+    asks the database) or ``(max_rows, expire_after_write_ms, expire_after_access_ms, cache_missing_key)``."""
+
+    def __init__(self, endpoint: Endpoint, table: str, key_columns: Sequence[str], columns: Sequence[str],
+                 schema: pa.Schema, key_schema: pa.Schema, cache: Optional[tuple] = None):
+        self.endpoint, self.table = endpoint, table
+        self.key_columns, self.columns = list(key_columns), list(columns)
+        self.schema, self.key_schema = schema, key_schema
+        self.cache_limits = cache
+        self.cache: "OrderedDict[tuple, tuple[float, float, pa.Table]]" = OrderedDict()
+        self.round_trips = 0
+        self._conn = None
+
+    # ------------------------------------------------------------------ the database
+
+    def _connection(self):
+        if self._conn is None:
+            self._conn = connect(self.endpoint)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def query(self, keys: pa.Table) -> pa.Table:
+        """The table's rows whose key columns equal one of the rows of ``keys`` (distinct, no nulls), in
+        ``schema``; one round trip."""
+        selected = [quote(c) for c in self.columns + self.key_columns]
+        where_columns = [quote(c) for c in self.key_columns]
+        if self.endpoint.kind == "postgresql":
+            arrays = [_pg_array_type(keys.schema.field(i).type) for i in range(keys.num_columns)]
+            unnest = ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(arrays))
+            names = ", ".join(f"k{i}" for i in range(keys.num_columns))
+            on = " AND ".join(f"t.{c} = k.k{i}" for i, c in enumerate(where_columns))
+            sql = (f"SELECT {', '.join('t.' + c for c in selected)} FROM {table_name(self.table)} AS t "
+                   f"JOIN unnest({unnest}) AS k({names}) ON {on}")
+            params = [keys.column(i).to_pylist() for i in range(keys.num_columns)]
+        else:
+            extract = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(keys.num_columns))
+            sql = (f"SELECT {', '.join(selected)} FROM {table_name(self.table)} "
+                   f"WHERE ({', '.join(where_columns)}) IN (SELECT {extract} FROM json_each(?))")
+            params = [json.dumps([list(row) for row in zip(*(_json_values(keys.column(i))
+                                                              for i in range(keys.num_columns)))])]
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                result = cur.fetch_arrow_table()
+        except BaseException:
+            self.close()
+            raise
+        self.round_trips += 1
+        return conform(result, self.schema)
+
+    # ------------------------------------------------------------------ the cache
+
+    def rows(self, keys: pa.Table) -> pa.Table:
+        """The rows of ``keys`` (distinct, no nulls; named and typed as ``key_schema``), from the cache where it
+        holds them, else from the database (one round trip for all the others)."""
+        if self.cache_limits is None or keys.num_rows == 0:
+            return self.query(keys) if keys.num_rows else self.schema.empty_table()
+        max_rows, write_ttl, access_ttl, cache_missing = self.cache_limits
+        now = time.monotonic() * 1000
+        tuples = list(zip(*(keys.column(i).to_pylist() for i in range(keys.num_columns))))
+        found, missing = [], []
+        for i, key in enumerate(tuples):
+            entry = self.cache.get(key)
+            if entry is not None and (write_ttl is None or now - entry[0] < write_ttl) \
+                    and (access_ttl is None or now - entry[1] < access_ttl):
+                self.cache[key] = (entry[0], now, entry[2])
+                self.cache.move_to_end(key)
+                found.append(entry[2])
+            else:
+                missing.append(i)
+        if missing:
+            fetched = self.query(keys.take(missing))
+            by_key = _split_by_key(fetched, len(self.columns), [tuples[i] for i in missing])
+            for key, rows in by_key.items():
+                if rows.num_rows or cache_missing:
+                    self.cache[key] = (now, now, rows)
+                    self.cache.move_to_end(key)
+            while max_rows is not None and len(self.cache) > max_rows:
+                self.cache.popitem(last=False)
+            found.append(fetched)
+        return pa.concat_tables(found) if found else self.schema.empty_table()
+
+
+def _split_by_key(rows: pa.Table, first_key: int, keys: list[tuple]) -> dict[tuple, pa.Table]:
+    """``rows`` grouped by their key columns (from position ``first_key``), with an empty table for each of
+    ``keys`` that has none."""
+    found = list(zip(*(rows.column(i).to_pylist() for i in range(first_key, rows.num_columns))))
+    positions: dict[tuple, list[int]] = {}
+    for i, key in enumerate(found):
+        positions.setdefault(key, []).append(i)
+    return {key: rows.take(pa.array(positions.get(key, []), pa.int64())) for key in keys}
+
+
+def _pg_array_type(arrow_type: pa.DataType) -> str:
+    if pa.types.is_decimal(arrow_type):
+        return "numeric"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamptz" if arrow_type.tz else "timestamp"
+    try:
+        return _PG_ARRAY_TYPES[arrow_type]
+    except KeyError:
+        raise DatabaseError(f"a lookup key of type {arrow_type} is not supported") from None
+
+
+def _json_values(column: pa.ChunkedArray) -> list:
+    if pa.types.is_decimal(column.type):
+        return [float(v) for v in column.to_pylist()]
+    if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type):
+        return [str(v) for v in column.to_pylist()]
+    return column.to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------- Spark source
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+except ImportError:  # pragma: no cover - PySpark is a dependency
+    DataSource = DataSourceReader = object  # type: ignore[misc,assignment]
+
+
+class DatabaseTableSource(DataSource):
+    """``spark.read.format("streamjoin_database")``: a database table read once, on an executor (a bounded
+    scan: Flink's 'jdbc' table without FOR SYSTEM_TIME AS OF). Options: ``url``, ``table``, ``columns`` (JSON
+    list, the table's columns in the order of the schema given to ``.schema()``), ``user`` and ``password``
+    (Spark masks an option named ``password`` wherever it shows a plan)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "streamjoin_database"
+
+    def schema(self):
+        raise DatabaseError("the streamjoin_database source needs its schema given")
+
+    def reader(self, schema):
+        return _TableReader(dict(self.options), schema)
+
+
+class _TableReader(DataSourceReader):
+    def __init__(self, options: dict, schema):
+        self.options, self.spark_schema = options, schema
+
+    def read(self, partition):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        options = self.options
+        endpoint = parse_url(options["url"], options.get("user"), options.get("password"))
+        try:
+            table = read_all(endpoint, options["table"], json.loads(options["columns"]),
+                             to_arrow_schema(self.spark_schema))
+        except DatabaseError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the driver's own error, with the table and URL named
+            raise DatabaseError(describe_failure(err, options["table"], options["url"], options.get("password"))) from None
+        yield from table.to_batches()

@@ -1,0 +1,110 @@
+"""A throw-away PostgreSQL server on 127.0.0.1 for tests and benchmarks.
+
+Its binaries come from the PyPI package ``pgserver`` (a test dependency, PostgreSQL 16): ``initdb`` into a
+temporary folder with a password for the user ``streamjoin`` (password authentication on TCP, as a deployed
+server asks), ``postgres`` on a free port, stopped and removed when the ``with`` block ends.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .local_broker import _die_with_parent, _free_port
+
+USER = "streamjoin"
+
+
+@dataclass(frozen=True)
+class LocalPostgres:
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+
+    @property
+    def uri(self) -> str:
+        """A libpq URI with the credentials, for the tests' own client."""
+        return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
+
+
+def _bin(name: str) -> str:
+    spec = importlib.util.find_spec("pgserver")  # located only: the package itself is needed only as root
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("a local PostgreSQL needs the test dependencies: pip install -e '.[test]' (pgserver)")
+    return str(Path(spec.submodule_search_locations[0]) / "pginstall" / "bin" / name)
+
+
+def _unprivileged(folder: Path) -> dict:
+    """``subprocess`` arguments that run PostgreSQL as an ordinary user: it refuses to run as root. As root,
+    the user ``pgserver`` is created (as ``pgserver`` itself does) and given the folder and the binaries."""
+    if os.geteuid() != 0:
+        return {}
+    import pwd
+    import stat
+
+    with warnings.catch_warnings():  # its import looks for a runtime folder root has none of
+        warnings.simplefilter("ignore")
+        from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+
+    ensure_user_exists("pgserver")
+    binaries = Path(_bin("postgres")).parent
+    ensure_prefix_permissions(folder)
+    ensure_prefix_permissions(binaries)
+    readable = stat.S_IRGRP | stat.S_IROTH
+    ensure_folder_permissions(binaries, readable | stat.S_IXGRP | stat.S_IXOTH)
+    ensure_folder_permissions(binaries.parent / "lib", readable)
+    entry = pwd.getpwnam("pgserver")
+    for path in (folder, *folder.iterdir()):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    return {"user": entry.pw_uid, "group": entry.pw_gid}
+
+
+@contextlib.contextmanager
+def local_postgres(password: str = "s3cret-pw", start_timeout: float = 30.0) -> Iterator[LocalPostgres]:
+    """Start a server; yields how to reach it (database ``postgres``). The password file is removed once the
+    cluster is initialised."""
+    folder = Path(tempfile.mkdtemp(prefix="streamjoin-pg-"))
+    data = folder / "data"
+    (folder / "pw").write_text(password + "\n")
+    as_user = _unprivileged(folder)
+    subprocess.run([_bin("initdb"), "-D", str(data), "-U", USER, "--pwfile", str(folder / "pw"), "-A", "scram-sha-256",
+                    "-E", "UTF8", "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **as_user)
+    (folder / "pw").unlink()
+    port = _free_port()
+    process = subprocess.Popen(
+        [_bin("postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(folder),
+         "-c", "fsync=off", "-c", "full_page_writes=off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent, **as_user,
+    )
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            ready = subprocess.run([_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL)
+            if ready.returncode == 0:
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the local PostgreSQL did not start on port {port}")
+            time.sleep(0.05)
+        yield LocalPostgres("127.0.0.1", port, "postgres", USER, password)
+    finally:
+        process.send_signal(2)  # SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+

@@ -1,0 +1,210 @@
+"""Flink's lookup join: ``s JOIN t FOR SYSTEM_TIME AS OF s.proc AS r ON r.a = s.x [AND ...]`` where ``t`` is a
+table in a database ('jdbc'). Stateless: no operator state, no clock.
+
+Algorithm, per partition of a micro-batch (``mapInArrow``, on the executors):
+1. The partition's stream records that may match (key not null, their one-input ON predicates hold).
+2. Their distinct join keys, looked up in one query (``connectors.database.Lookup``): in the cache first when
+   'lookup.cache' = 'PARTIAL' (a cache per Python worker, kept across micro-batches; rows leave it at
+   'max-rows', least recently used first, or when their 'expire-after-*' time passed), then in the database
+   for the rest. A failed query is tried again 'lookup.max-retries' times, a second longer each time, then
+   the query stops with the database's error (the table and URL named, the password masked).
+3. Each record paired with every row of its key (equalities on any columns: a key may have several rows);
+   LEFT: a record with no row (or a null key, as in Flink) is padded with nulls; INNER drops it (a null key
+   counted as ``null_key``).
+
+The table's one-input ON predicates and the further ON conditions over both inputs are tested on these
+pairs, afterwards, in Spark: INNER keeps the pairs that pass; LEFT keeps a record's passing pairs, or
+one padded row when none passes (a second ``mapInArrow`` over the same partition: a record's pairs are
+adjacent and never cross a partition).
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+from ..connectors.database import DatabaseError, Lookup, describe_failure, parse_url
+from ..lower.expressions import compile_expr
+from ..plan.catalog import DatabaseTable
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, base_scan
+from ..sql import ast
+from .base import DeclaredState, LoweringContext
+from .keyed_inputs import NULL_KEY, OK, key_names, payload, tag_side
+
+STREAM = 0
+RECORD, FOUND, PASSES = "__record", "__found", "__passes"  # a record's position in its partition; a row was found
+META = (ROWTIME, SEQ, SUB, STREAM_TIME)
+
+
+class LookupJoin:
+    def state(self, join: Join) -> Optional[DeclaredState]:
+        return None
+
+    def evaluates_condition(self, join: Join) -> bool:
+        return True  # on the candidate pairs, before a LEFT join pads (see the module's docstring)
+
+    def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:
+        keys = key_names(len(join.key))
+        stream = tag_side(left, STREAM, join.left_side, keys, join.left)
+        outer = join.join_type == "LEFT"
+        if not outer and ctx.observe_drops is not None:
+            stream = ctx.observe_drops(stream, "null_key", F.col(NULL_KEY))
+        scan = base_scan(join.right)
+        columns = {f.id: f.name for f in scan.fields if not f.hidden}
+        table_cols = payload(right)
+        types = {f.name: f.dataType for f in stream.schema.fields} | {f.name: f.dataType for f in right.schema.fields}
+        condition = _conjoin(join.right_side.filter, join.condition)
+        marks = [RECORD, FOUND] if outer and condition is not None else []
+        schema = StructType(
+            [StructField(c, types[c]) for c in payload(left) + table_cols]
+            + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
+            + [StructField(c, LongType()) for c in META]
+            + [StructField(RECORD, LongType()), StructField(FOUND, BooleanType())][:len(marks)]
+        )
+        plan = _LookupPlan(
+            database=scan.source.database, key_columns=[_column(e, columns) for e in join.right_side.keys],
+            table_cols=table_cols, db_columns=[columns.get(c) for c in table_cols], keys=keys,
+            stream_cols=payload(left), key_ids=list(join.key), outer=outer, marks=bool(marks),
+            arrow_types={c: to_arrow_type(types[c]) for c in table_cols},
+        )
+        joined = stream.mapInArrow(plan.run, schema)
+        if condition is None:
+            return joined
+        passes = F.coalesce(compile_expr(condition), F.lit(False))
+        if not outer:
+            return joined.where(passes)
+        settled = StructType([f for f in schema.fields if f.name not in (RECORD, FOUND)])
+        return joined.withColumn(PASSES, passes & F.col(FOUND)).mapInArrow(
+            _settle(table_cols, [f.name for f in settled.fields]), settled)
+
+
+def _conjoin(*terms) -> Optional[ast.Expr]:
+    present = [t for t in terms if t is not None]
+    if not present:
+        return None
+    out = present[0]
+    for t in present[1:]:
+        out = ast.BinaryOp("AND", out, t)
+    return out
+
+
+def _column(expr, columns: dict) -> str:
+    """The database column a lookup key compares (validation admits only a plain column of the table)."""
+    return columns[expr.id]
+
+
+class _LookupPlan:
+    """What the executors need to run one lookup join (pickled into the ``mapInArrow`` function)."""
+
+    def __init__(self, database: DatabaseTable, key_columns, table_cols, db_columns, keys, stream_cols, key_ids,
+                 outer: bool, marks: bool, arrow_types: dict):
+        self.database, self.key_columns = database, list(key_columns)
+        self.table_cols, self.db_columns = list(table_cols), list(db_columns)
+        self.keys, self.stream_cols, self.key_ids = list(keys), list(stream_cols), list(key_ids)
+        self.outer, self.marks, self.arrow_types = outer, marks, arrow_types
+
+    def run(self, batches):
+        batches = list(batches)
+        records = pa.Table.from_batches(batches) if batches else None
+        if records is None or records.num_rows == 0:
+            return
+        may_match = pc.fill_null(records.column(OK), False)
+        candidates = records.filter(may_match).select(self.keys)
+        distinct = candidates.group_by(self.keys).aggregate([]) if candidates.num_rows else candidates
+        rows = _rows(self, distinct)
+        record_index, row_index = _pairs(records, may_match, rows, self.keys, self.outer)
+        out = {c: records.column(c).take(record_index) for c in self.stream_cols}
+        for c in self.table_cols:  # a column the database does not hold (the table's hidden ROWTIME) is null
+            out[c] = rows.column(c).take(row_index) if c in rows.column_names else \
+                pa.nulls(len(record_index), self.arrow_types[c])
+        for jk, k in zip(self.key_ids, self.keys):
+            out[jk] = records.column(k).take(record_index)
+        for c in META:
+            out[c] = records.column(c).take(record_index)
+        if self.marks:
+            out[RECORD] = record_index
+            out[FOUND] = pc.is_valid(row_index)
+        yield from pa.table(out).to_batches()
+
+
+_LOOKUPS: dict = {}  # per Python worker: (database, key columns, columns, key types) -> Lookup, with its cache
+
+
+def _rows(plan: _LookupPlan, distinct: pa.Table) -> pa.Table:
+    """The database rows of ``distinct`` keys: the table's columns (by plan id) and the keys (``__k*``)."""
+    db = plan.database
+    fetched = [(c, db_c) for c, db_c in zip(plan.table_cols, plan.db_columns) if db_c is not None]
+    key_schema = distinct.schema
+    schema = pa.schema([pa.field(c, plan.arrow_types[c]) for c, _ in fetched] + list(key_schema))
+    identity = (db, tuple(plan.key_columns), tuple(fetched), key_schema, schema)
+    lookup = _LOOKUPS.get(identity)
+    if lookup is None:
+        cache = None
+        if db.cache == "PARTIAL":
+            cache = (db.cache_max_rows, db.expire_after_write_ms, db.expire_after_access_ms, db.cache_missing_key)
+        lookup = _LOOKUPS[identity] = Lookup(parse_url(db.url, db.username, db.password), db.table,
+                                             plan.key_columns, [d for _, d in fetched], schema, key_schema, cache)
+    for attempt in range(db.max_retries + 1):
+        try:
+            return lookup.rows(distinct)
+        except Exception as err:  # noqa: BLE001 - retried, then reported with the table and URL named
+            if attempt == db.max_retries:
+                raise DatabaseError(describe_failure(err, db.table, db.url, db.password)) from None
+            time.sleep(attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def _pairs(records: pa.Table, may_match: pa.ChunkedArray, rows: pa.Table, keys, outer: bool):
+    """(record index, row index) of every matching pair, in record order; LEFT: a record with no row once,
+    with a null row index."""
+    probe = records.select(keys).append_column(RECORD, pa.array(np.arange(records.num_rows)))
+    probe = probe.filter(may_match)
+    build = rows.select(keys).append_column("__row", pa.array(np.arange(rows.num_rows)))
+    matched = probe.join(build, keys, join_type="inner").select([RECORD, "__row"]) if rows.num_rows else \
+        pa.table({RECORD: pa.array([], pa.int64()), "__row": pa.array([], pa.int64())})
+    record_index = matched.column(RECORD).to_numpy()
+    row_index = matched.column("__row").to_numpy()
+    if outer:
+        alone = np.setdiff1d(np.arange(records.num_rows), record_index)
+        record_index = np.concatenate([record_index, alone])
+        row_index = pa.array(np.concatenate([row_index, np.zeros(len(alone), np.int64)]),
+                             mask=np.concatenate([np.zeros(len(matched), bool), np.ones(len(alone), bool)]))
+    else:
+        row_index = pa.array(row_index, pa.int64())
+    order = np.lexsort((pc.fill_null(row_index, -1).to_numpy(zero_copy_only=False), record_index))
+    return pa.array(record_index[order], pa.int64()), row_index.take(pa.array(order))
+
+
+def _settle(table_cols, columns):
+    """LEFT join with conditions: a record's passing pairs, else the record once, padded."""
+
+    def settle(batches):
+        batches = list(batches)
+        pairs = pa.Table.from_batches(batches) if batches else None
+        if pairs is None or pairs.num_rows == 0:
+            return
+        record = pairs.column(RECORD).to_numpy()
+        passes = pc.fill_null(pairs.column(PASSES), False).to_numpy(zero_copy_only=False)
+        passing_records = np.unique(record[passes])
+        first = np.unique(record, return_index=True)[1]
+        lonely = first[~np.isin(record[first], passing_records)]
+        keep = np.sort(np.concatenate([np.flatnonzero(passes), lonely]))
+        kept = pairs.take(pa.array(keep))
+        as_fetched = pa.array(~np.isin(keep, lonely))
+        out = {}
+        for c in columns:
+            col = kept.column(c)
+            out[c] = pc.if_else(as_fetched, col, pa.nulls(len(col), col.type)) if c in table_cols else col
+        yield from pa.table(out).to_batches()
+
+    return settle
+
+
+OPERATOR = LookupJoin()

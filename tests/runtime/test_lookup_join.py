@@ -1,0 +1,125 @@
+"""Flink 'jdbc' tables in real databases, through the engine as users run it: SQLite (a file) and PostgreSQL
+(started here on 127.0.0.1, with a password). A lookup join (FOR SYSTEM_TIME AS OF the stream's PROCTIME())
+reads the database as each micro-batch runs: INNER and LEFT, keys on the primary key or on other columns
+(several rows per key), ON conditions on the table and over both inputs, a partial cache; without FOR
+SYSTEM_TIME AS OF the table is read once, when the query starts. A database that refuses the password stops
+the script before any query starts, its password nowhere in the error."""
+from __future__ import annotations
+
+import pytest
+
+from streamjoin import Engine
+from streamjoin.conformance.runner import produce_inputs
+from streamjoin.connectors.local_postgres import local_postgres
+from streamjoin.errors import StatementError
+
+CUSTOMERS = [(1, "Ann", "DE"), (2, "Bob", "US"), (3, "Cy", "DE")]
+# (order_id, customer_id, country, amount)
+FIRST = [(10, 1, "DE", 20.0), (11, 2, "US", 30.0), (12, 3, "DE", 5.0), (13, 9, "FR", 50.0), (14, None, None, 1.0)]
+SECOND = [(15, 1, "DE", 40.0), (16, 2, "US", 8.0)]
+
+QUERIES = {
+    # the row the database holds when the micro-batch runs: order 15 sees the update
+    "by_key": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proc_time AS c "
+               "ON o.customer_id = c.id",
+               [(10, "Ann"), (11, "Bob"), (12, "Cy"), (15, "Anna"), (16, "Bob")]),
+    # a LEFT join pads a record whose row fails the ON conditions, is missing, or whose key is null
+    "left": ("SELECT o.order_id, c.name FROM orders AS o LEFT JOIN customers FOR SYSTEM_TIME AS OF o.proc_time AS c "
+             "ON o.customer_id = c.id AND c.country = 'DE' AND o.amount > 10",
+             [(10, "Ann"), (11, None), (12, None), (13, None), (14, None), (15, "Anna"), (16, None)]),
+    # a key that is not the primary key: a record joins every row of its key
+    "by_country": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proc_time AS c "
+                   "ON o.country = c.country AND c.id <> o.customer_id",
+                   [(10, "Cy"), (12, "Ann"), (15, "Cy")]),
+    # through the partial cache (whether a worker's cache holds order 15's key decides Ann or Anna: not fed to it)
+    "cached": ("SELECT o.order_id, c.name FROM orders AS o JOIN cached_customers FOR SYSTEM_TIME AS OF o.proc_time "
+               "AS c ON o.customer_id = c.id WHERE o.order_id <> 15",
+               [(10, "Ann"), (11, "Bob"), (12, "Cy"), (16, "Bob")]),
+    # no FOR SYSTEM_TIME AS OF: the table as it was when the query started
+    "static": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers AS c ON o.customer_id = c.id",
+               [(10, "Ann"), (11, "Bob"), (12, "Cy"), (15, "Ann"), (16, "Bob")]),
+}
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    with local_postgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path):
+    """(the 'jdbc' options of ``customers``, a function running SQL in it)"""
+    if request.param == "sqlite":
+        import adbc_driver_sqlite.dbapi as driver
+
+        target, options = str(tmp_path / "dims.db"), f"'url' = 'jdbc:sqlite:{tmp_path / 'dims.db'}'"
+    else:
+        import adbc_driver_postgresql.dbapi as driver
+
+        server = request.getfixturevalue("postgres")
+        target = server.uri
+        options = f"'url' = '{server.jdbc_url}', 'username' = '{server.user}', 'password' = '{server.password}'"
+
+    def run(sql: str) -> None:
+        with driver.connect(target) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            conn.commit()
+
+    run("DROP TABLE IF EXISTS customers")
+    run("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, country TEXT)")
+    run("INSERT INTO customers VALUES " + ", ".join(f"({i}, '{n}', '{c}')" for i, n, c in CUSTOMERS))
+    return options, run
+
+
+def _script(options: str) -> str:
+    columns = "id INT, name STRING, country STRING, PRIMARY KEY (id) NOT ENFORCED"
+    sinks = "".join(f"CREATE TABLE {name} (order_id INT, name STRING) WITH ('connector' = 'kafka', 'topic' = '{name}', "
+                    f"'format' = 'json');\nINSERT INTO {name} {query};\n" for name, (query, _) in QUERIES.items())
+    return (
+        "CREATE TABLE orders (order_id INT, customer_id INT, country STRING, amount DOUBLE, proc_time AS PROCTIME()) "
+        "WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');\n"
+        f"CREATE TABLE customers ({columns}) WITH ('connector' = 'jdbc', 'table-name' = 'customers', {options});\n"
+        f"CREATE TABLE cached_customers ({columns}) WITH ('connector' = 'jdbc', 'table-name' = 'customers', {options}, "
+        "'lookup.cache' = 'PARTIAL', 'lookup.partial-cache.max-rows' = '100', "
+        "'lookup.partial-cache.expire-after-write' = '1 h');\n" + sinks
+    )
+
+
+def _orders(engine, orders, start: int) -> None:
+    produce_inputs(engine.store, [
+        {"topic": "orders", "timestamp": start + i, "value": {"order_id": o, "customer_id": c, "country": k, "amount": a}}
+        for i, (o, c, k, a) in enumerate(orders)
+    ])
+    engine.process_all_available()
+
+
+def test_lookup_and_bounded_joins_of_a_database_table(spark, tmp_path, database):
+    options, run = database
+    engine = Engine(spark, home=str(tmp_path / "home"))
+    queries = engine.execute(_script(options))
+    try:
+        _orders(engine, FIRST, 0)
+        run("UPDATE customers SET name = 'Anna' WHERE id = 1")  # between two micro-batches
+        _orders(engine, SECOND, 100)
+        results = {q.sink: sorted(((r["order_id"], r["name"]) for r in engine.dataframe(q).collect()),
+                                  key=lambda row: (row[0], row[1] or "")) for q in queries}
+        metrics = {q.sink: q.metrics() for q in queries}
+        progress = queries[0].spark_query.lastProgress
+    finally:
+        engine.stop()
+    assert results == {name: expected for name, (_, expected) in QUERIES.items()}
+    assert progress["stateOperators"] == []  # no operator state
+    assert metrics["by_key"]["null_key"] == 1 and metrics["left"]["null_key"] == 0  # LEFT pads it, as Flink does
+
+
+def test_a_database_that_refuses_the_password_stops_the_script_before_anything_starts(spark, tmp_path, postgres):
+    engine = Engine(spark, home=str(tmp_path / "home"))
+    options = f"'url' = '{postgres.jdbc_url}', 'username' = '{postgres.user}', 'password' = 'not-the-password'"
+    with pytest.raises(StatementError) as refused:
+        engine.execute(_script(options))
+    assert refused.value.rule == "database-table"
+    text = str(refused.value)
+    assert "customers" in text and postgres.jdbc_url[len("jdbc:"):] in text and "password authentication failed" in text
+    assert "not-the-password" not in text
+    assert engine.queries == [] and not spark.streams.active
