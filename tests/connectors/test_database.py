@@ -193,3 +193,45 @@ def test_a_declared_type_the_database_cannot_hold_is_refused(postgres):
     wrong = database.parse_url(postgres.jdbc_url, postgres.user, "not-it")
     with pytest.raises(Exception, match="password authentication failed"):
         database.check_table(wrong, "typed", [("id", "int")])
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+def _changes(*rows):
+    """(id, name, delete, seq) rows as ``write_part`` takes them."""
+    return pa.table({"id": pa.array([r[0] for r in rows], pa.int32()), "name": [r[1] for r in rows],
+                     database.DELETE: [r[2] for r in rows], "__seq": pa.array([r[3] for r in rows], pa.int64()),
+                     "__sub": pa.array([0] * len(rows), pa.int64())})
+
+
+def _table(run, create: str) -> None:
+    run("DROP TABLE IF EXISTS written")
+    run(create)
+
+
+def _rows(endpoint):
+    with database.connect(endpoint) as conn, conn.cursor() as cur:
+        cur.execute("SELECT * FROM written")
+        return sorted(cur.fetchall(), key=repr)
+
+
+def test_an_append_part_is_written_once_however_often_it_is_sent(endpoint):
+    endpoint, run = endpoint
+    _table(run, "CREATE TABLE written (id INTEGER, name TEXT)")
+    part = _changes((1, "a", False, 1), (1, "b", False, 2), (2, "c", False, 3))
+    assert database.write_part(endpoint, "written", ["id", "name"], [], part, "q@run", 4, 0) == 3
+    assert database.write_part(endpoint, "written", ["id", "name"], [], part, "q@run", 4, 0) == 0  # again after a crash
+    database.write_part(endpoint, "written", ["id", "name"], [], part.slice(0, 1), "q@run", 4, 1)  # another part
+    assert _rows(endpoint) == [(1, "a"), (1, "a"), (1, "b"), (2, "c")]
+
+
+def test_an_upsert_part_applies_each_keys_last_change_and_can_be_sent_again(endpoint):
+    endpoint, run = endpoint
+    _table(run, "CREATE TABLE written (id INTEGER PRIMARY KEY, name TEXT)")
+    database.write_part(endpoint, "written", ["id", "name"], ["id"], _changes((1, "a", False, 1), (2, "b", False, 2),
+                                                                            (3, "c", False, 3)), "q", 0, 0)
+    # out of order in the part: by sequence, 1 is updated twice, 2 deleted, 3 deleted then written again
+    changes = _changes((1, "z", False, 9), (2, "b", True, 5), (1, "y", False, 6), (3, "c2", False, 8), (3, "c", True, 7))
+    for _ in range(2):
+        database.write_part(endpoint, "written", ["id", "name"], ["id"], changes, "q", 1, 0)
+        assert _rows(endpoint) == [(1, "z"), (3, "c2")]

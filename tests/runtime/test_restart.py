@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -55,7 +56,17 @@ INSERT INTO versioned SELECT o.id, r.v FROM fo o LEFT JOIN fr FOR SYSTEM_TIME AS
 INSERT INTO regular SELECT s.id, r.v FROM fs s FULL JOIN fr r ON s.k = r.k;
 INSERT INTO windowed SELECT k, TUMBLE_START(t, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM fo
   GROUP BY TUMBLE(t, INTERVAL '10' SECOND), k;
+CREATE TABLE shipped_rows (id STRING, sid STRING) WITH ('connector' = 'jdbc', 'url' = 'jdbc:sqlite:sinks.db',
+  'table-name' = 'shipped_rows');
+INSERT INTO shipped_rows SELECT o.id, s.id AS sid FROM fo o LEFT JOIN fs s ON o.k = s.k AND s.t BETWEEN o.t AND o.t + INTERVAL '5' SECOND;
+CREATE TABLE key_counts (k STRING, n BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'jdbc',
+  'url' = 'jdbc:sqlite:sinks.db', 'table-name' = 'key_counts');
+INSERT INTO key_counts SELECT k, COUNT(*) AS n FROM fs GROUP BY k;
 """
+# the database tables the Flink script writes into (in the SQLite file sinks.db of each run's home): an append
+# table, written once per part of a micro-batch, and an upsert table
+DATABASE_TABLES = {"shipped_rows": "CREATE TABLE shipped_rows (id TEXT, sid TEXT)",
+                   "key_counts": "CREATE TABLE key_counts (k TEXT PRIMARY KEY, n BIGINT)"}
 
 
 def _at(seconds: int) -> str:
@@ -96,8 +107,8 @@ def _run(home, script, *extra):
     """Starts `streamjoin run` on `home`; what it prints goes to `home/run-N.log`, so a failure can show it."""
     cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script), "--max-records-per-batch", "32", *extra]
     log = home / f"run-{len(list(home.glob('run-*.log')))}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(log, "wb") as out:  # run in the home, where the script's relative SQLite path points
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=home)
     proc.log = log
     return proc
 
@@ -114,9 +125,17 @@ def _outputs(home, sinks):
     return {t: [(r.key, r.value, r.timestamp) for r in store.records(t)] for t in sinks}
 
 
+def _database_rows(home):
+    with sqlite3.connect(home / "sinks.db") as conn:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in DATABASE_TABLES}
+
+
 def _prepare(home, script_path, text, inputs):
     script_path.write_text(text)
     produce_inputs(TopicStore(os.path.join(home, "topics")), sorted(inputs, key=lambda r: r["timestamp"]))
+    with sqlite3.connect(home / "sinks.db") as conn:
+        for create in DATABASE_TABLES.values():
+            conn.execute(create)
 
 
 def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
@@ -126,8 +145,8 @@ def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
     _prepare(reference, script, SCRIPT, INPUTS)
     _prepare(crashed, script, SCRIPT, INPUTS)
     assert _finished(_run(reference, script, "--once"))
-    expected = _outputs(reference, sinks)
-    assert all(expected[t] for t in sinks)
+    expected, expected_rows = _outputs(reference, sinks), _database_rows(reference)
+    assert all(expected[t] for t in sinks) and all(expected_rows.values())
 
     proc = _run(crashed, script)
     deadline = time.monotonic() + 240
@@ -143,3 +162,4 @@ def test_kill_and_restart_gives_the_uninterrupted_output(tmp_path):
 
     assert _finished(_run(crashed, script, "--once"))
     assert _outputs(crashed, sinks) == expected
+    assert _database_rows(crashed) == expected_rows

@@ -305,6 +305,9 @@ REFUSED = [
      "AS d ON o.x = d.name;", "lookup-join", "equivalent condition of the same type"),
     ("lookup: IS NOT DISTINCT FROM", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.p AS d "
      "ON o.id IS NOT DISTINCT FROM d.id;", "lookup-join", "IS NOT DISTINCT FROM"),
+    ("updates into a database table without a key", DIM + "CREATE TABLE Counts (x INT, n BIGINT) WITH ('connector' = "
+     "'jdbc', 'url' = 'jdbc:sqlite:out.db', 'table-name' = 'counts');\nINSERT INTO Counts SELECT x, COUNT(*) AS n "
+     "FROM Orders GROUP BY x;", "database-sink-changelog", "doesn't support consuming update and delete changes"),
     ("a database table read as a stream", DIM + "INSERT INTO J SELECT name, COUNT(*) AS c FROM Dim GROUP BY name;",
      "static-table-use", "Dim is a table in a database (dim)"),
     ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "

@@ -100,16 +100,16 @@ def table_name(name: str) -> str:
     return ".".join(quote(part) for part in name.split("."))
 
 
-def connect(endpoint: Endpoint):
-    """A connection in autocommit mode: each query sees what the database holds when it runs (a kept
-    connection would otherwise stay in one transaction, and SQLite's would block its writers)."""
+def connect(endpoint: Endpoint, autocommit: bool = True):
+    """A connection, by default in autocommit mode: each query sees what the database holds when it runs (a
+    kept connection would otherwise stay in one transaction, and SQLite's would block its writers)."""
     if endpoint.kind == "sqlite":
         import adbc_driver_sqlite.dbapi as driver
 
-        return driver.connect(endpoint.target, autocommit=True)
+        return driver.connect(endpoint.target, autocommit=autocommit)
     import adbc_driver_postgresql.dbapi as driver
 
-    return driver.connect(endpoint.target, autocommit=True)
+    return driver.connect(endpoint.target, autocommit=autocommit)
 
 
 def describe_failure(err: BaseException, table: str, url: str, password: Optional[str]) -> str:
@@ -314,6 +314,63 @@ def _json_values(column: pa.ChunkedArray) -> list:
     return column.to_pylist()
 
 
+# ---------------------------------------------------------------------------------------------- writing
+
+COMMITS_TABLE = "streamjoin_sink_commits"  # (writer, batch, part): the parts of micro-batches written (append mode)
+DELETE, ORDER = "__delete", ("__seq", "__sub")
+
+
+def write_part(endpoint: Endpoint, table: str, columns: Sequence[str], key_columns: Sequence[str], rows: pa.Table,
+               writer: str, batch_id: int, part: int) -> int:
+    """Write one part of a micro-batch into ``table`` in one transaction; the number of rows sent.
+
+    ``rows``: ``columns`` (named as the table's), ``DELETE`` (a retraction) and the ``ORDER`` columns. With
+    ``key_columns`` (the table's primary key) each key's last change in ``ORDER`` is applied: an upsert, or a
+    delete; applying a part again leaves the same rows (a micro-batch run again after a crash writes nothing
+    twice). Without, the rows are inserted and ``(writer, batch_id, part)`` noted in ``COMMITS_TABLE`` in the
+    same transaction; a part found noted there is not written again."""
+    placeholder = (lambda i: f"${i + 1}") if endpoint.kind == "postgresql" else (lambda i: "?")
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(placeholder(i) for i in range(len(columns)))
+    with connect(endpoint, autocommit=False) as conn, conn.cursor() as cur:
+        if not key_columns:
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} (writer TEXT NOT NULL, batch BIGINT NOT NULL, "
+                        "part INTEGER NOT NULL, PRIMARY KEY (writer, batch, part))")
+            marks = [placeholder(i) for i in range(3)]
+            cur.execute(f"SELECT count(*) FROM {COMMITS_TABLE} WHERE writer = {marks[0]} AND batch = {marks[1]} "
+                        f"AND part = {marks[2]}", [writer, batch_id, part])
+            if cur.fetchone()[0]:
+                conn.rollback()
+                return 0
+            if rows.num_rows:
+                cur.executemany(f"INSERT INTO {table_name(table)} ({names}) VALUES ({values})", rows.select(list(columns)))
+            cur.execute(f"INSERT INTO {COMMITS_TABLE} VALUES ({', '.join(marks)})", [writer, batch_id, part])
+            conn.commit()
+            return rows.num_rows
+        last = _last_change_per_key(rows, list(key_columns))
+        deletes = last.filter(pc.fill_null(last.column(DELETE), False))
+        upserts = last.filter(pc.invert(pc.fill_null(last.column(DELETE), False)))
+        if deletes.num_rows:
+            match = " AND ".join(f"{quote(k)} = {placeholder(i)}" for i, k in enumerate(key_columns))
+            cur.executemany(f"DELETE FROM {table_name(table)} WHERE {match}", deletes.select(list(key_columns)))
+        if upserts.num_rows:
+            others = [c for c in columns if c not in key_columns]
+            update = (f"DO UPDATE SET {', '.join(f'{quote(c)} = excluded.{quote(c)}' for c in others)}" if others
+                      else "DO NOTHING")
+            cur.executemany(f"INSERT INTO {table_name(table)} ({names}) VALUES ({values}) ON CONFLICT "
+                            f"({', '.join(quote(k) for k in key_columns)}) {update}", upserts.select(list(columns)))
+        conn.commit()
+        return last.num_rows
+
+
+def _last_change_per_key(rows: pa.Table, keys: list[str]) -> pa.Table:
+    if rows.num_rows == 0:
+        return rows
+    ordered = rows.sort_by([(c, "ascending") for c in ORDER]).append_column("__pos", pa.array(range(rows.num_rows)))
+    last = ordered.group_by(keys, use_threads=False).aggregate([("__pos", "max")])
+    return ordered.take(last.column("__pos_max"))
+
+
 # ---------------------------------------------------------------------------------------------- Spark source
 
 try:
@@ -356,3 +413,52 @@ class _TableReader(DataSourceReader):
         except Exception as err:  # noqa: BLE001 - the driver's own error, with the table and URL named
             raise DatabaseError(describe_failure(err, options["table"], options["url"], options.get("password"))) from None
         yield from table.to_batches()
+
+
+# ---------------------------------------------------------------------------------------------- Spark sink
+
+def database_writer(database, columns: list[str], key_columns: list[str], checkpoint: str, query_id: str):
+    """A ``foreachBatch`` function writing each micro-batch (rows from ``lower.sink.database_rows``: ``columns``,
+    ``DELETE``, ``ORDER``) into the ``DatabaseTable`` ``database`` from the executors: one transaction per
+    partition (``write_part``); with a primary key (``key_columns``) a key's changes go to one partition first."""
+    from pyspark.sql.functions import col
+
+    from .embedded_sink import writer_identity
+
+    def write_batch(batch, batch_id: int) -> None:
+        if key_columns:
+            batch = batch.repartition(*[col(f"`{k}`") for k in key_columns])
+        run = _PartWriter(database, columns, key_columns, writer_identity(checkpoint, query_id), batch_id)
+        write_batch.rows_written += sum(r.written for r in batch.mapInArrow(run, "written long").collect())
+
+    write_batch.rows_written = 0
+    return write_batch
+
+
+class _PartWriter:
+    """One partition of a micro-batch into the database (``write_part``), tried again 'sink.max-retries'
+    times, a second longer each time, before the query stops with the error."""
+
+    def __init__(self, database, columns, key_columns, writer: str, batch_id: int):
+        self.database, self.columns, self.key_columns = database, list(columns), list(key_columns)
+        self.writer, self.batch_id = writer, batch_id
+
+    def __call__(self, batches):
+        from pyspark import TaskContext
+
+        batches = list(batches)
+        rows = pa.Table.from_batches(batches) if batches else None
+        written = 0
+        if rows is not None and rows.num_rows:
+            db, part = self.database, TaskContext.get().partitionId()
+            endpoint = parse_url(db.url, db.username, db.password)
+            for attempt in range(db.sink_max_retries + 1):
+                try:
+                    written = write_part(endpoint, db.table, self.columns, self.key_columns, rows, self.writer,
+                                         self.batch_id, part)
+                    break
+                except Exception as err:  # noqa: BLE001 - retried, then reported with the table and URL named
+                    if attempt == db.sink_max_retries:
+                        raise DatabaseError(describe_failure(err, db.table, db.url, db.password)) from None
+                    time.sleep(attempt + 1)
+        yield pa.RecordBatch.from_pydict({"written": [written]})

@@ -7,6 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from ..connectors.database import DELETE, ORDER
 from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
@@ -28,6 +29,15 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     key = (_json_key(sink) if avro_key else _key(sink, target.key_format, df)).alias("key")
     records = _records(sink, df, key, row, meta)
     return records.mapInArrow(json_keys_to_avro(avro_key), RECORD_SCHEMA) if avro_key else records
+
+
+def database_rows(sink: Sink, df: DataFrame) -> DataFrame:
+    """Rows for a database table (``connectors.database.write_part``): the sink's columns by name in their own
+    types, whether the row is a retraction (``DELETE``), and its order in the micro-batch."""
+    node = sink.input
+    deleted = F.coalesce(F.col(TOMBSTONE), F.lit(False)) if TOMBSTONE in df.columns else F.lit(False)
+    return df.select(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields], deleted.alias(DELETE),
+                     F.col(SEQ).alias(ORDER[0]), F.col(SUB).alias(ORDER[1]))
 
 
 def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) -> DataFrame:

@@ -43,7 +43,8 @@ class DatabaseTable:
     expire_after_write_ms: Optional[int] = None
     expire_after_access_ms: Optional[int] = None
     cache_missing_key: bool = True
-    max_retries: int = 3
+    max_retries: int = 3  # of a lookup
+    sink_max_retries: int = 3  # of a write
 
     def describe(self) -> str:
         from ..connectors.database import mask

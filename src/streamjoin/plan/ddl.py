@@ -164,10 +164,10 @@ def database_table(props: dict, name: str, pos) -> DatabaseTable:
             raise ValueError(text)
         return int(text)
 
-    retries = option("lookup.max-retries", count)
+    retries, sink_retries = option("lookup.max-retries", count), option("sink.max-retries", count)
     common = dict(url=url, table=str(props["table-name"]), username=props.get("username") and str(props["username"]),
                   password=props.get("password") and str(props["password"]),
-                  max_retries=3 if retries is None else retries)
+                  max_retries=3 if retries is None else retries, sink_max_retries=3 if sink_retries is None else sink_retries)
     cache = str(props.get("lookup.cache") or "NONE").upper()
     if cache not in ("NONE", "PARTIAL", "FULL"):
         raise StatementError(f"'jdbc' table {name}: 'lookup.cache' = '{props.get('lookup.cache')}' is not NONE, "

@@ -55,7 +55,12 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
         state = state_of(node)
         if state is not None:
             out.append("  " + state.describe())
-        if isinstance(node, Sink):
+        if isinstance(node, Sink) and node.target.database is not None:
+            keys = ", ".join(node.target.key_columns)
+            out.append(f"Sink: {node.target.database.describe()}, from the executors, one transaction per partition: "
+                       + (f"each key's last change upserted or deleted on ({keys})" if keys
+                          else "rows inserted, each part of a micro-batch once (noted in streamjoin_sink_commits)"))
+        elif isinstance(node, Sink):
             out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
         stack.extend(node.inputs)
     return out

@@ -310,6 +310,9 @@ class Sink(PlanNode):
         key = ", ".join(self.input.field(k).name for k in self.key) or "none"
         if self.target.window is not None:
             key += f" in its {self.target.window[0].lower()} window of {self.target.window[1]} ms"
+        if self.target.database is not None:
+            upsert = ", ".join(self.target.key_columns) or "none: rows are inserted"
+            return f"Sink {self.target.kind.lower()} {self.target.name} ({self.target.database.describe()}, primary key {upsert})"
         return f"Sink {self.target.kind.lower()} {self.target.name} (topic {self.target.topic}, key {key}, format {self.target.value_format})"
 
 

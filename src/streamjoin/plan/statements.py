@@ -231,13 +231,17 @@ class StatementPlanner:
                                      "as JSON or STRING", rule="key-format", pos=name.pos)
             if not transient:
                 self.catalog.add_source(target)
+        if target.database is not None and plan.kind == "TABLE" and not target.key_columns:
+            raise StatementError(f"Table sink '{target.name}' doesn't support consuming update and delete changes: "
+                                 "declare its PRIMARY KEY (...) NOT ENFORCED, so they become upserts and deletes",
+                                 rule="database-sink-changelog", pos=name.pos)
         visible = [f for f in plan.fields if not f.hidden]
         value_fields = tuple(f.id for f in visible if keys_in_value or f.id not in plan.key)
         sink = Sink(plan.fields, target.kind, plan.key, plan.key_equivalents, input=plan, target=target, value_fields=value_fields)
         if query_id is None:
             query_id = self._query_id(target.name, result_kind, create)
         return PlannedStatement(item, query=PlannedQuery(query_id, item, sink, transient=transient),
-                                created_topic=None if transient else (target.topic, target.partitions))
+                                created_topic=None if transient or target.database else (target.topic, target.partitions))
 
     def _query_id(self, sink: str, kind: str, create: bool) -> str:
         """A persistent query's id, which names its checkpoint: from its sink, not its place in the script, so

@@ -18,6 +18,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from ..connectors.database import database_writer
 from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
 from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
 from ..connectors.dead_letters import DeadLetters, count_dead_letters
@@ -28,7 +29,7 @@ from ..connectors.topic_store import TopicStore
 from ..errors import StatementError
 from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
 from ..lower import operator_table
-from ..lower.sink import encode, key_writer, value_writer
+from ..lower.sink import database_rows, encode, key_writer, value_writer
 from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
@@ -259,7 +260,11 @@ class Engine:
         lowered, letters, drops = self._lowered(planned, checkpoint)
         result = encode(sink, lowered)
         bootstrap = getattr(self.store, "bootstrap", None)
-        if bootstrap:
+        if sink.target.database is not None:
+            result = database_rows(sink, lowered)
+            write = database_writer(sink.target.database, [sink.input.field(f).name for f in sink.value_fields],
+                                    list(sink.target.key_columns), checkpoint, planned.query_id)
+        elif bootstrap:
             write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
         else:
             write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
@@ -336,9 +341,10 @@ def _check_databases(planned: PlannedQuery) -> None:
     """Refuse, before anything starts, a query whose database table cannot be read as declared."""
     from ..connectors.database import check_table, describe_failure, parse_url
 
-    for scan in [n for n in walk(planned.plan) if isinstance(n, Scan) and n.source.database is not None]:
-        db = scan.source.database
-        columns = [(c.name, c.type) for c in scan.source.columns if c.computed is None]
+    tables = [n.source for n in walk(planned.plan) if isinstance(n, Scan)] + [planned.plan.target]
+    for source in [t for t in tables if t.database is not None]:
+        db = source.database
+        columns = [(c.name, c.type) for c in source.columns if c.computed is None]
         try:
             check_table(parse_url(db.url, db.username, db.password), db.table, columns)
         except Exception as err:  # noqa: BLE001 - whatever the driver raises, named and masked

@@ -2,8 +2,10 @@
 (started here on 127.0.0.1, with a password). A lookup join (FOR SYSTEM_TIME AS OF the stream's PROCTIME())
 reads the database as each micro-batch runs: INNER and LEFT, keys on the primary key or on other columns
 (several rows per key), ON conditions on the table and over both inputs, a partial cache; without FOR
-SYSTEM_TIME AS OF the table is read once, when the query starts. A database that refuses the password stops
-the script before any query starts, its password nowhere in the error."""
+SYSTEM_TIME AS OF the table is read once, when the query starts. INSERT INTO a 'jdbc' table inserts (no primary
+key) or upserts and deletes (a primary key: a regular join's retractions, an aggregate's updates). A database
+that refuses the password stops the script before any query starts, its password nowhere in the error.
+(A micro-batch written twice after kill -9 writes its rows once: ``test_restart.py``.)"""
 from __future__ import annotations
 
 import pytest
@@ -49,7 +51,7 @@ def postgres():
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database(request, tmp_path):
-    """(the 'jdbc' options of ``customers``, a function running SQL in it)"""
+    """(the 'jdbc' options of its tables, a function running SQL in it)"""
     if request.param == "sqlite":
         import adbc_driver_sqlite.dbapi as driver
 
@@ -61,10 +63,13 @@ def database(request, tmp_path):
         target = server.uri
         options = f"'url' = '{server.jdbc_url}', 'username' = '{server.user}', 'password' = '{server.password}'"
 
-    def run(sql: str) -> None:
+    def run(sql: str) -> list:
+        """Run ``sql`` in the database; the rows it returns, sorted."""
         with driver.connect(target) as conn, conn.cursor() as cur:
             cur.execute(sql)
+            rows = cur.fetchall() if cur.description else []
             conn.commit()
+        return sorted(rows, key=repr)
 
     run("DROP TABLE IF EXISTS customers")
     run("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, country TEXT)")
@@ -111,6 +116,35 @@ def test_lookup_and_bounded_joins_of_a_database_table(spark, tmp_path, database)
     assert results == {name: expected for name, (_, expected) in QUERIES.items()}
     assert progress["stateOperators"] == []  # no operator state
     assert metrics["by_key"]["null_key"] == 1 and metrics["left"]["null_key"] == 0  # LEFT pads it, as Flink does
+
+
+def test_insert_into_database_tables(spark, tmp_path, database):
+    options, run = database
+    run("DROP TABLE IF EXISTS order_log")
+    run("DROP TABLE IF EXISTS paid")
+    run("CREATE TABLE order_log (order_id INTEGER, customer_id INTEGER)")
+    run("CREATE TABLE paid (order_id INTEGER PRIMARY KEY, amount DOUBLE PRECISION, paid DOUBLE PRECISION)")
+    engine = Engine(spark, home=str(tmp_path / "home"))
+    engine.execute(
+        "CREATE TABLE orders (order_id INT, customer_id INT, country STRING, amount DOUBLE) "
+        "WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');\n"
+        "CREATE TABLE payments (order_id INT, paid DOUBLE) WITH ('connector' = 'kafka', 'topic' = 'payments', 'format' = 'json');\n"
+        f"CREATE TABLE order_log (order_id INT, customer_id INT) WITH ('connector' = 'jdbc', 'table-name' = 'order_log', {options});\n"
+        "CREATE TABLE paid (order_id INT, amount DOUBLE, paid DOUBLE, PRIMARY KEY (order_id) NOT ENFORCED) "
+        f"WITH ('connector' = 'jdbc', 'table-name' = 'paid', {options});\n"
+        "INSERT INTO order_log SELECT order_id, customer_id FROM orders;\n"
+        "INSERT INTO paid SELECT o.order_id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.order_id = p.order_id;"
+    )
+    try:
+        _orders(engine, FIRST, 0)
+        produce_inputs(engine.store, [{"topic": "payments", "timestamp": 50, "value": {"order_id": 11, "paid": 30.0}},
+                                      {"topic": "payments", "timestamp": 51, "value": {"order_id": 99, "paid": 1.0}}])
+        engine.process_all_available()  # order 11's padded row is retracted and replaced
+        _orders(engine, SECOND, 100)
+    finally:
+        engine.stop()
+    assert run("SELECT * FROM order_log") == sorted(((o, c) for o, c, _, _ in FIRST + SECOND), key=repr)
+    assert run("SELECT * FROM paid") == sorted(((o, a, 30.0 if o == 11 else None) for o, _, _, a in FIRST + SECOND), key=repr)
 
 
 def test_a_database_that_refuses_the_password_stops_the_script_before_anything_starts(spark, tmp_path, postgres):
