@@ -235,3 +235,34 @@ def test_an_upsert_part_applies_each_keys_last_change_and_can_be_sent_again(endp
     for _ in range(2):
         database.write_part(endpoint, "written", ["id", "name"], ["id"], changes, "q", 1, 0)
         assert _rows(endpoint) == [(1, "z"), (3, "c2")]
+
+
+@pytest.mark.parametrize("script, rule, message", [
+    ("CREATE FOREIGN TABLE t SERVER nowhere;", "unknown-server", "unknown server nowhere"),
+    ("CREATE SERVER k TYPE 'KAFKA' FOREIGN DATA WRAPPER ECDA; CREATE FOREIGN TABLE t SERVER k;", "foreign-table-server",
+     "is a ECDA server"),
+    ("CREATE SERVER s FOREIGN DATA WRAPPER SYS_JDBC OPTIONS (URL 'jdbc:sqlite:x.db'); CREATE SERVER s FOREIGN DATA "
+     "WRAPPER SYS_JDBC;", "duplicate-name", "server s already exists"),
+    ("CREATE SERVER s FOREIGN DATA WRAPPER SYS_JDBC OPTIONS (URL 'jdbc:sqlite:x.db'); CREATE FOREIGN TABLE t (a INT) "
+     "SERVER s;", "table-needs-key", "needs a PRIMARY KEY"),
+])
+def test_refused_foreign_tables(script, rule, message):
+    planner = StatementPlanner(Catalog())
+    with pytest.raises(StatementError) as refused:
+        for item in parse_script(script):
+            planner.plan(item)
+    assert refused.value.rule == rule and message in str(refused.value)
+
+
+def test_a_foreign_table_takes_its_servers_options_and_keeps_the_password_out_of_sight():
+    catalog = Catalog()
+    planner = StatementPlanner(catalog)
+    for item in parse_script('CREATE OR REPLACE SERVER "Pg" FOREIGN DATA WRAPPER "SYS_JDBC" OPTIONS ("URL" '
+                             "'jdbc:postgresql://db/zoo', \"USER_NAME\" 'zoo', \"PASSWORD\" 'hunter2', \"SCHEMA_NAME\" 'public');"
+                             'CREATE FOREIGN TABLE "Animals" (id INTEGER, name VARCHAR(32), PRIMARY KEY (id)) SERVER "Pg" '
+                             "OPTIONS (TABLE_NAME 'animals');"):
+        planner.plan(item)
+    source = catalog.source("Animals")
+    assert (source.kind, source.key_columns, source.database.table, source.database.username) == \
+        ("TABLE", ("ID",), "public.animals", "zoo")
+    assert source.database.password == "hunter2" and "hunter2" not in repr(source) + repr(catalog.servers)

@@ -51,17 +51,21 @@ def postgres():
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database(request, tmp_path):
-    """(the 'jdbc' options of its tables, a function running SQL in it)"""
+    """(the 'jdbc' options of its tables, a function running SQL in it); ``run.server`` has the URL, user and
+    password as a SQLstream server's OPTIONS."""
     if request.param == "sqlite":
         import adbc_driver_sqlite.dbapi as driver
 
         target, options = str(tmp_path / "dims.db"), f"'url' = 'jdbc:sqlite:{tmp_path / 'dims.db'}'"
+        server_options = f"URL 'jdbc:sqlite:{tmp_path / 'dims.db'}', DRIVER_CLASS 'org.sqlite.JDBC'"
     else:
         import adbc_driver_postgresql.dbapi as driver
 
         server = request.getfixturevalue("postgres")
         target = server.uri
         options = f"'url' = '{server.jdbc_url}', 'username' = '{server.user}', 'password' = '{server.password}'"
+        server_options = (f"\"URL\" '{server.jdbc_url}', \"USER_NAME\" '{server.user}', \"PASSWORD\" "
+                          f"'{server.password}', \"DRIVER_CLASS\" 'org.postgresql.Driver'")
 
     def run(sql: str) -> list:
         """Run ``sql`` in the database; the rows it returns, sorted."""
@@ -74,6 +78,7 @@ def database(request, tmp_path):
     run("DROP TABLE IF EXISTS customers")
     run("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, country TEXT)")
     run("INSERT INTO customers VALUES " + ", ".join(f"({i}, '{n}', '{c}')" for i, n, c in CUSTOMERS))
+    run.server = server_options
     return options, run
 
 
@@ -145,6 +150,42 @@ def test_insert_into_database_tables(spark, tmp_path, database):
         engine.stop()
     assert run("SELECT * FROM order_log") == sorted(((o, c) for o, c, _, _ in FIRST + SECOND), key=repr)
     assert run("SELECT * FROM paid") == sorted(((o, a, 30.0 if o == 11 else None) for o, _, _, a in FIRST + SECOND), key=repr)
+
+
+ANIMALS = [(1, "Bessie", True, False, "Bos"), (2, "Puff", False, True, "Draco"), (3, "Rex", True, True, "Canis"),
+           (4, "Dolly", True, False, "Ovis")]
+BEASTS = [(1, 1), (2, 2), (3, 4), (4, 3), (5, 9), (6, None)]  # (row_id, animal_id)
+
+
+def test_a_sqlstream_foreign_table_is_read_at_start_with_its_filters_sent(spark, tmp_path, database):
+    """SQLstream's CREATE SERVER ... SYS_JDBC and a CREATE FOREIGN TABLE without a column list (the database's
+    columns and key), joined to a stream as its seed's static join: the equi-join with extra filters on the
+    table sends them to the database; USING; LEFT."""
+    _, run = database
+    run("DROP TABLE IF EXISTS animal_data")
+    run("CREATE TABLE animal_data (animal_id INTEGER PRIMARY KEY, edible BOOLEAN, poisonous BOOLEAN, name TEXT, genus TEXT)")
+    run("INSERT INTO animal_data VALUES " + ", ".join(f"({i}, {e}, {p}, '{n}', '{g}')" for i, n, e, p, g in ANIMALS))
+    script = (f'CREATE OR REPLACE SERVER "Zoo_DB" FOREIGN DATA WRAPPER "SYS_JDBC" OPTIONS ({run.server});\n'
+              'CREATE FOREIGN TABLE animal_data SERVER "Zoo_DB" OPTIONS (TABLE_NAME \'animal_data\');\n'
+              "CREATE STREAM beast_events (row_id integer not null, animal_id int, weight integer);\n"
+              "CREATE STREAM eaten AS SELECT STREAM e.row_id, a.name FROM beast_events e JOIN animal_data a "
+              "ON (e.animal_id = a.animal_id AND a.edible AND NOT a.poisonous AND a.genus IN ('Bos', 'Ovis'));\n"
+              "CREATE STREAM named AS SELECT STREAM e.row_id, a.name FROM beast_events e LEFT JOIN animal_data a USING (animal_id);\n")
+    engine = Engine(spark, home=str(tmp_path / "home"))
+    explained = engine.explain(script)
+    queries = engine.execute(script)
+    try:
+        produce_inputs(engine.store, [{"topic": "BEAST_EVENTS", "timestamp": i, "value": {"ROW_ID": r, "ANIMAL_ID": a, "WEIGHT": 5}}
+                                      for i, (r, a) in enumerate(BEASTS)])
+        engine.process_all_available()
+        results = {q.sink: sorted((r["ROW_ID"], r["NAME"]) for r in engine.dataframe(q).collect()) for q in queries}
+    finally:
+        engine.stop()
+    assert "SQL sent: SELECT animal_id, edible, poisonous, name, genus FROM animal_data WHERE (edible) AND " \
+           "(NOT (poisonous)) AND (genus IN ('Bos', 'Ovis'))" in explained
+    assert "SQL sent: SELECT animal_id, name FROM animal_data\n" in explained + "\n"  # only the columns used
+    assert results == {"EATEN": [(1, "Bessie"), (3, "Dolly")],
+                       "NAMED": [(1, "Bessie"), (2, "Puff"), (3, "Dolly"), (4, "Rex"), (5, None)]}
 
 
 def test_a_database_that_refuses_the_password_stops_the_script_before_anything_starts(spark, tmp_path, postgres):

@@ -124,10 +124,11 @@ def select_sql(table: str, columns: Sequence[str]) -> str:
     return f"SELECT {', '.join(quote(c) for c in columns)} FROM {table_name(table)}"
 
 
-def read_all(endpoint: Endpoint, table: str, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
-    """Every row of ``table``, its ``columns`` in the types of ``schema`` (named as ``schema`` names them)."""
+def read_all(endpoint: Endpoint, table: str, columns: Sequence[str], schema: pa.Schema, where: Optional[str] = None) -> pa.Table:
+    """The rows of ``table`` (those ``where``, SQL, lets through), its ``columns`` in the types of ``schema``
+    (named as ``schema`` names them)."""
     with connect(endpoint) as conn, conn.cursor() as cur:
-        cur.execute(select_sql(table, columns))
+        cur.execute(select_sql(table, columns) + (f" WHERE {where}" if where else ""))
         return conform(cur.fetch_arrow_table(), schema)
 
 
@@ -163,6 +164,53 @@ def check_table(endpoint: Endpoint, table: str, columns: Sequence[tuple[str, str
         if actual is not None and not _fits(declared, actual):
             raise DatabaseError(f"column {column} is declared {declared.upper()} but is {actual.upper()} in the "
                                 f"database table {table}")
+
+
+def table_columns(endpoint: Endpoint, table: str) -> list[tuple[str, str, bool]]:
+    """(name, Spark type, in the primary key) of each column of ``table``, in order, from the database's catalog."""
+    with connect(endpoint) as conn, conn.cursor() as cur:
+        if endpoint.kind == "sqlite":
+            cur.execute(f"PRAGMA table_info({quote(table)})")
+            rows = cur.fetchall()  # (cid, name, type, notnull, default, pk)
+            return [(r[1], _sqlite_type(r[2] or ""), bool(r[5])) for r in rows]
+        schema, _, name = table.rpartition(".")
+        cur.execute("SELECT c.column_name, c.data_type, c.numeric_precision, c.numeric_scale, k.column_name IS NOT NULL "
+                    "FROM information_schema.columns c LEFT JOIN (SELECT u.table_schema, u.table_name, u.column_name "
+                    "FROM information_schema.table_constraints t JOIN information_schema.key_column_usage u "
+                    "ON t.constraint_name = u.constraint_name AND t.table_schema = u.table_schema "
+                    "WHERE t.constraint_type = 'PRIMARY KEY') k ON k.table_schema = c.table_schema AND "
+                    "k.table_name = c.table_name AND k.column_name = c.column_name WHERE c.table_name = $1 AND "
+                    "c.table_schema = coalesce(nullif($2, ''), current_schema()) ORDER BY c.ordinal_position",
+                    [_folded(name), _folded(schema)])
+        rows = cur.fetchall()
+    if not rows:
+        raise DatabaseError(f"table {table} does not exist")
+    return [(r[0], _pg_type(r[1], r[2], r[3]), bool(r[4])) for r in rows]
+
+
+_PG_SPARK = {"smallint": "smallint", "integer": "int", "bigint": "bigint", "real": "float", "double precision": "double",
+             "boolean": "boolean", "date": "date", "timestamp without time zone": "timestamp",
+             "timestamp with time zone": "timestamp", "bytea": "binary"}
+
+
+def _pg_type(data_type: str, precision, scale) -> str:
+    if data_type == "numeric":
+        return f"decimal({precision},{scale})" if precision is not None else "decimal(38,10)"
+    return _PG_SPARK.get(data_type, "string")
+
+
+def _sqlite_type(declared: str) -> str:
+    """SQLite's type affinity rules, on the declared type."""
+    upper = declared.upper()
+    if "INT" in upper:
+        return "bigint"
+    if any(t in upper for t in ("CHAR", "CLOB", "TEXT")) or not upper:
+        return "string"
+    if any(t in upper for t in ("REAL", "FLOA", "DOUB")):
+        return "double"
+    if "BOOL" in upper:
+        return "boolean"
+    return "double" if any(t in upper for t in ("DEC", "NUM")) else "string"
 
 
 def _folded(name: str) -> str:
@@ -407,7 +455,7 @@ class _TableReader(DataSourceReader):
         endpoint = parse_url(options["url"], options.get("user"), options.get("password"))
         try:
             table = read_all(endpoint, options["table"], json.loads(options["columns"]),
-                             to_arrow_schema(self.spark_schema))
+                             to_arrow_schema(self.spark_schema), options.get("where"))
         except DatabaseError:
             raise
         except Exception as err:  # noqa: BLE001 - the driver's own error, with the table and URL named

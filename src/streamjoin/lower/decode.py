@@ -339,21 +339,26 @@ def _key_column(source, col, multi: bool) -> Column:
     return text.cast(col.type)
 
 
-def read_database(spark: SparkSession, table, columns: list[tuple[str, str]]) -> DataFrame:
-    """A database table's ``columns`` ((name, Spark type)), read once by an executor when the query starts."""
-    reader = spark.read.format("streamjoin_database").schema(", ".join(f"`{n}` {t}" for n, t in columns))
-    reader = reader.option("url", table.url).option("table", table.table).option("columns", json.dumps([n for n, _ in columns]))
+def read_database(spark: SparkSession, table, columns: list[tuple[str, str]], read=None) -> DataFrame:
+    """A database table's ``columns`` ((name, Spark type)), read once by an executor when the query starts:
+    those ``read`` (a ``plan.pushdown.DatabaseRead``) names, the rows its WHERE lets through; the others null."""
+    sent = [(n, t) for n, t in columns if read is None or n in read.columns]
+    reader = spark.read.format("streamjoin_database").schema(", ".join(f"`{n}` {t}" for n, t in sent))
+    reader = reader.option("url", table.url).option("table", table.table).option("columns", json.dumps([n for n, _ in sent]))
+    if read is not None and read.where:
+        reader = reader.option("where", read.where)
     if table.username is not None:
         reader = reader.option("user", table.username).option("password", table.password or "")
-    return reader.load()
+    df = reader.load()
+    return df.select(*[F.col(f"`{n}`") if (n, t) in sent else F.lit(None).cast(t).alias(n) for n, t in columns])
 
 
-def read_bounded(spark: SparkSession, scan: Scan) -> DataFrame:
+def read_bounded(spark: SparkSession, scan: Scan, read=None) -> DataFrame:
     source = scan.source
     stored = [c for c in source.columns if c.computed is None and c.origin != "metadata"]
     fmt = source.value_format.lower()
     if source.database is not None:
-        df = read_database(spark, source.database, [(c.name, c.type) for c in stored])
+        df = read_database(spark, source.database, [(c.name, c.type) for c in stored], read)
     elif fmt == "json":  # field names match columns case-insensitively, as unquoted identifiers do
         df = spark.read.options(**JSON_READ_OPTIONS).json(source.bounded_path)
         present = {c.casefold(): c for c in df.columns}

@@ -23,6 +23,7 @@ from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref,
     Repartition, Scan, WindowTable, naming_style, walk,
 )
+from ..plan.pushdown import database_read
 from .decode import decode_scan, json_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import node_operator, operator_for
@@ -201,7 +202,8 @@ def watermark_delays(plan: PlanNode) -> dict:
 def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame:
     if isinstance(node, Scan):
         if node.source.bounded:
-            return read_bounded(records.sparkSession, node)
+            read = database_read(ctx.plan or node, node) if node.source.database is not None else None
+            return read_bounded(records.sparkSession, node, read)
         return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)

@@ -15,7 +15,7 @@ from typing import Callable, Optional, Protocol
 
 from pyspark.sql import Column, DataFrame
 
-from ..plan.nodes import Join
+from ..plan.nodes import Join, PlanNode
 
 
 DEFAULT_TIME_BUCKETS = 8  # state buckets when lowering outside the engine (benchmarks); the engine's: runtime.checkpoint_layout
@@ -34,6 +34,7 @@ class LoweringContext:
     observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
     # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
     side_topics: tuple = ()
+    plan: Optional[PlanNode] = None  # the whole query being lowered (what a database read needs: ``plan.pushdown``)
 
 @dataclass(frozen=True)
 class DeclaredState:

@@ -60,6 +60,16 @@ class DatabaseTable:
 
 
 @dataclass(frozen=True)
+class ServerInfo:
+    """A SQLstream server (SQL/MED ``CREATE SERVER``): its foreign data wrapper and options (names upper-cased;
+    not shown: a PASSWORD is among them)."""
+
+    name: str
+    wrapper: str
+    options: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
 class SourceInfo:
     """A declared (or query-created) stream or table and how to read it."""
 
@@ -132,6 +142,7 @@ class Catalog:
     schemas: set = field(default_factory=set)  # SQLstream schemas created (casefolded)
     schema: Optional[str] = None  # the current schema (SET SCHEMA), as shown
     pumps: dict = field(default_factory=dict)  # SQLstream pump (casefolded name) -> the id of its query
+    servers: dict = field(default_factory=dict)  # SQLstream server (casefolded name) -> ServerInfo
 
     def lookup(self, name: "str | ast.Ident"):
         for key in self.keys_of(name):

@@ -5,7 +5,7 @@ from typing import Optional
 
 from ..errors import StatementError
 from ..sql import ast
-from ..connectors.database import parse_url
+from ..connectors.database import describe_failure, parse_url, table_columns
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .settings import interval_ms
 from .types import spark_type
@@ -19,7 +19,7 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
     return {p.name.lower(): p.value for p in props}
 
 
-def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> SourceInfo:
+def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None) -> SourceInfo:
     """The catalog entry a CREATE STREAM|TABLE declares; ``name``: the name it is shown with (schema-qualified
     where the script says so), else its own name as the dialect shows it.
 
@@ -35,6 +35,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
     columns: list[ColumnInfo] = []
     key_columns: list[str] = []
     proctime = None
+    if native and stmt.kind == "TABLE" and "server" in props:
+        return _foreign_table(stmt, name, props, servers or {})
     for col in stmt.columns:
         col_name = display_name(col.name, style)
         if col.computed is not None:
@@ -108,6 +110,54 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None) -> Sourc
         window=window,
         database=database,
     )
+
+
+def _foreign_table(stmt: ast.CreateSource, name: str, props: dict, servers: dict) -> SourceInfo:
+    """SQLstream's ``CREATE FOREIGN TABLE t [(cols)] SERVER s OPTIONS (SCHEMA_NAME .., TABLE_NAME ..)`` over a
+    ``SYS_JDBC`` server (options URL or URI, USER_NAME, PASSWORD, DRIVER_CLASS or DRIVER; SCHEMA_NAME and
+    TABLE_NAME may be the server's too): a table in a database, read when a query starts. Without a column list
+    its columns, types and primary key are the database's own (read from its catalog now)."""
+    server = servers.get(str(props["server"]).casefold())
+    if server is None:
+        raise StatementError(f"unknown server {props['server']} (declare it with CREATE SERVER ... FOREIGN DATA "
+                             "WRAPPER SYS_JDBC)", rule="unknown-server", pos=stmt.pos)
+    if server.wrapper != "SYS_JDBC":
+        raise StatementError(f"foreign table {name}: server {server.name} is a {server.wrapper} server; a foreign "
+                             "table is read through a SYS_JDBC one", rule="foreign-table-server", pos=stmt.pos)
+    options = {**server.options, **{k.upper(): str(v) for k, v in props.items() if k != "server"}}
+    url = options.get("URL") or options.get("URI")
+    if not url:
+        raise StatementError(f"server {server.name} names no URL", rule="jdbc-options", pos=stmt.pos)
+    try:
+        parse_url(url)
+    except ValueError as err:
+        raise StatementError(f"foreign table {name}: {err}", rule="jdbc-url", pos=stmt.pos) from None
+    table = options.get("TABLE_NAME") or stmt.name.text
+    if options.get("SCHEMA_NAME"):
+        table = f"{options['SCHEMA_NAME']}.{table}"
+    database = DatabaseTable(url=url, table=table, username=options.get("USER_NAME"), password=options.get("PASSWORD"))
+    if stmt.columns:
+        columns = [ColumnInfo(display_name(c.name, "ksql"), spark_type(c.type), nullable=not c.not_null)
+                   for c in stmt.columns]
+        keys = [display_name(c.name, "ksql") for c in stmt.columns if c.primary_key or c.key]
+        for pk in stmt.primary_key:
+            col = _find(columns, pk.text)
+            if col is None:
+                raise StatementError(f"PRIMARY KEY column {pk.text} is not a column of {name}", rule="unknown-column", pos=pk.pos)
+            keys.append(col.name)
+    else:
+        try:
+            found = table_columns(parse_url(url, database.username, database.password), table)
+        except Exception as err:  # noqa: BLE001 - whatever the driver raises, named and masked
+            raise StatementError(describe_failure(err, table, url, database.password), rule="database-table",
+                                 pos=stmt.pos) from None
+        columns = [ColumnInfo(n, t) for n, t, _ in found]
+        keys = [n for n, _, key in found if key]
+    if not keys:
+        raise StatementError(f"TABLE {name} needs a PRIMARY KEY column: declare it, or give the database table one",
+                             rule="table-needs-key", pos=stmt.pos)
+    return SourceInfo(name=name, kind="TABLE", topic="", columns=tuple(columns), key_columns=tuple(keys),
+                      properties=(("server", server.name),), dialect="sqlstream", database=database)
 
 
 SECRET_OPTIONS = {"password"}

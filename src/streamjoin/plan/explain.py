@@ -6,6 +6,7 @@ from typing import Callable, Optional
 from .catalog import SourceInfo
 from .nodes import Aggregate, Filter, Join, PlanNode, Repartition, Scan, Sink, walk
 from .inference import is_inferred
+from .pushdown import database_read
 from .settings import setting_notes
 
 
@@ -38,9 +39,11 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
         if isinstance(node, Repartition):
             out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
         if isinstance(node, Join) and node.static_table:
-            origin = "the database" if any(isinstance(n, Scan) and n.source.database for n in walk(node)) else "its file"
+            tables = [n for n in walk(node) if isinstance(n, Scan) and n.source.database]
+            origin = "the database" if tables else "its file"
             out.append(f"Broadcast hash join of the stream with the table loaded once from {origin} when the query "
                        "starts (stream-static: no state)")
+            out.extend(f"  SQL sent: {database_read(plan, t).sql(t.source.database.table)}" for t in tables)
         elif isinstance(node, Join) and node.operator == "lookup":
             out.append("Lookup join (operators.lookup): per partition of a micro-batch, one query to the database for "
                        "its records' distinct keys, on the executors; no state, no shuffle of its own")

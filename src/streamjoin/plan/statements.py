@@ -11,7 +11,7 @@ from ..errors import StatementError
 from ..sql import ast
 from ..validate.rules import validate
 from .binder import Binder
-from .catalog import Catalog, ColumnInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
+from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
     LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, lenses_format, properties_dict,
     source_from_ddl, value_format_of,
@@ -73,9 +73,17 @@ class StatementPlanner:
             raise err.at_statement(item.index, item.pos) from None
 
     def _plan(self, stmt: ast.Statement, item: ast.ScriptStatement) -> PlannedStatement:
+        if isinstance(stmt, ast.CreateServer):
+            key = stmt.name.text.casefold()
+            if key in self.catalog.servers and not stmt.or_replace:
+                raise StatementError(f"server {stmt.name.text} already exists", rule="duplicate-name", pos=stmt.name.pos)
+            self.catalog.servers[key] = ServerInfo(stmt.name.text, stmt.wrapper.text.upper(),
+                                                   {o.name.upper(): str(o.value) for o in stmt.options})
+            return PlannedStatement(item)
         if isinstance(stmt, ast.CreateSource):
             qualified = stmt.name.schema is not None or self.catalog.schema is not None
-            info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None)
+            info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None,
+                                   servers=self.catalog.servers)
             self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
             return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
         if isinstance(stmt, ast.CreateView):

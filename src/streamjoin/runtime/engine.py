@@ -324,7 +324,7 @@ class Engine:
         drops = ObservedDrops(checkpoint)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
-                              side_topics=tuple(side_topics(sink)))
+                              side_topics=tuple(side_topics(sink)), plan=sink)
         records = read_inputs(self.spark, sink, options)
         return lower(sink.input, records, ctx), letters, drops
 
@@ -354,4 +354,4 @@ def _check_databases(planned: PlannedQuery) -> None:
 
 def _copy(catalog: Catalog) -> Catalog:
     return Catalog(dict(catalog.sources), dict(catalog.views), dict(catalog.functions), dict(catalog.properties),
-                   set(catalog.schemas), catalog.schema, dict(catalog.pumps))
+                   set(catalog.schemas), catalog.schema, dict(catalog.pumps), dict(catalog.servers))

@@ -506,6 +506,19 @@ class CreateSchema(Statement):
 
 
 @dataclass(frozen=True)
+class CreateServer(Statement):
+    """SQLstream's (SQL/MED) ``CREATE [OR REPLACE] SERVER s [TYPE 't'] FOREIGN DATA WRAPPER w OPTIONS (...)``;
+    option names as written."""
+
+    name: Ident
+    wrapper: Ident
+    options: tuple[Property, ...] = field(default=(), repr=False)  # a PASSWORD among them
+    type: Optional[str] = None
+    or_replace: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class SetSchema(Statement):
     """SQLstream ``SET SCHEMA 's'``: unqualified names that follow resolve in ``s`` first."""
 

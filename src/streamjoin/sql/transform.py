@@ -155,6 +155,20 @@ class AstBuilder(Transformer):
         return ast.CreateSource("STREAM", name, columns, tuple(properties), or_replace=bool(or_replace),
                                 pos=self._pos(meta), dialect="sqlstream", description=description)
 
+    def create_foreign_table(self, meta, or_replace, name, elements, server, options, description):
+        """A table in a database (the planner resolves its server): OPTIONS keep their names, lower-cased."""
+        elements = elements or ()
+        columns = tuple(e for e in elements if isinstance(e, ast.ColumnDef))
+        keys = [e for e in elements if isinstance(e, _TablePrimaryKey)]
+        properties = tuple(ast.Property(o.name.lower(), o.value, pos=o.pos) for o in options or ())
+        return ast.CreateSource("TABLE", name, columns, properties + (ast.Property("server", server.text, pos=server.pos),),
+                                primary_key=keys[0].columns if keys else (), or_replace=bool(or_replace),
+                                pos=self._pos(meta), dialect="sqlstream", description=description)
+
+    def create_server(self, meta, or_replace, name, type_, version, wrapper, options, description):
+        return ast.CreateServer(name, wrapper, tuple(options or ()), unquote(type_) if type_ else None,
+                                or_replace=bool(or_replace), pos=self._pos(meta))
+
     def options_clause(self, meta, *options):
         return options
 
