@@ -29,4 +29,4 @@ def test_a_batch_written_again_is_counted_once(spark, tmp_path):
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     query.awaitTermination()
     assert sorted(r.k for r in written) == [1, 1, 2, 2]
-    assert saved_drops(str(checkpoint)) == {"batch": 0, "counts": {"null_key": 2}}
+    assert saved_drops(str(checkpoint)) == {"batch": 0, "counts": {"null_key": 2}, "last": {"null_key": 2}}

@@ -40,6 +40,7 @@ from .keyed_inputs import NULL_KEY, OK, key_names, payload, tag_side
 
 STREAM = 0
 RECORD, FOUND, PASSES = "__record", "__found", "__passes"  # a record's position in its partition; a row was found
+TRIPS = "__trips"  # on one extra row per partition, null elsewhere: the database round trips it made
 META = (ROWTIME, SEQ, SUB, STREAM_TIME)
 
 
@@ -67,14 +68,20 @@ class LookupJoin:
             + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
             + [StructField(c, LongType()) for c in META]
             + [StructField(RECORD, LongType()), StructField(FOUND, BooleanType())][:len(marks)]
+            + [StructField(TRIPS, LongType())]
         )
         plan = _LookupPlan(
             database=scan.source.database, key_columns=[_column(e, columns) for e in join.right_side.keys],
             table_cols=table_cols, db_columns=[columns.get(c) for c in table_cols], keys=keys,
             stream_cols=payload(left), key_ids=list(join.key), outer=outer, marks=bool(marks),
             arrow_types={c: to_arrow_type(types[c]) for c in table_cols},
+            key_schema=pa.schema([(k, to_arrow_type(types[k])) for k in keys]),
         )
         joined = stream.mapInArrow(plan.run, schema)
+        if ctx.observe_total is not None:
+            joined = ctx.observe_total(joined, "lookup_round_trips", F.col(TRIPS))
+        joined = joined.where(F.col(TRIPS).isNull()).drop(TRIPS)
+        schema = StructType([f for f in schema.fields if f.name != TRIPS])
         if condition is None:
             return joined
         passes = F.coalesce(compile_expr(condition), F.lit(False))
@@ -104,21 +111,23 @@ class _LookupPlan:
     """What the executors need to run one lookup join (pickled into the ``mapInArrow`` function)."""
 
     def __init__(self, database: DatabaseTable, key_columns, table_cols, db_columns, keys, stream_cols, key_ids,
-                 outer: bool, marks: bool, arrow_types: dict):
+                 outer: bool, marks: bool, arrow_types: dict, key_schema: pa.Schema):
         self.database, self.key_columns = database, list(key_columns)
         self.table_cols, self.db_columns = list(table_cols), list(db_columns)
         self.keys, self.stream_cols, self.key_ids = list(keys), list(stream_cols), list(key_ids)
-        self.outer, self.marks, self.arrow_types = outer, marks, arrow_types
+        self.outer, self.marks, self.arrow_types, self.key_schema = outer, marks, arrow_types, key_schema
 
     def run(self, batches):
         batches = list(batches)
         records = pa.Table.from_batches(batches) if batches else None
         if records is None or records.num_rows == 0:
             return
+        trips = _lookup(self).round_trips
         may_match = pc.fill_null(records.column(OK), False)
         candidates = records.filter(may_match).select(self.keys)
         distinct = candidates.group_by(self.keys).aggregate([]) if candidates.num_rows else candidates
         rows = _rows(self, distinct)
+        trips = _lookup(self).round_trips - trips
         record_index, row_index = _pairs(records, may_match, rows, self.keys, self.outer)
         out = {c: records.column(c).take(record_index) for c in self.stream_cols}
         for c in self.table_cols:  # a column the database does not hold (the table's hidden ROWTIME) is null
@@ -131,26 +140,35 @@ class _LookupPlan:
         if self.marks:
             out[RECORD] = record_index
             out[FOUND] = pc.is_valid(row_index)
-        yield from pa.table(out).to_batches()
+        out[TRIPS] = pa.nulls(len(record_index), pa.int64())
+        joined = pa.table(out)
+        yield from joined.to_batches()
+        marker = {c: pa.nulls(1, joined.schema.field(c).type) for c in joined.column_names}
+        yield pa.RecordBatch.from_pydict({**marker, TRIPS: pa.array([trips], pa.int64())}, schema=joined.schema)
 
 
 _LOOKUPS: dict = {}  # per Python worker: (database, key columns, columns, key types) -> Lookup, with its cache
 
 
-def _rows(plan: _LookupPlan, distinct: pa.Table) -> pa.Table:
-    """The database rows of ``distinct`` keys: the table's columns (by plan id) and the keys (``__k*``)."""
+def _lookup(plan: _LookupPlan) -> Lookup:
+    """This worker's ``Lookup`` (and cache) for the plan's table, key columns and columns."""
     db = plan.database
     fetched = [(c, db_c) for c, db_c in zip(plan.table_cols, plan.db_columns) if db_c is not None]
-    key_schema = distinct.schema
-    schema = pa.schema([pa.field(c, plan.arrow_types[c]) for c, _ in fetched] + list(key_schema))
-    identity = (db, tuple(plan.key_columns), tuple(fetched), key_schema, schema)
+    schema = pa.schema([pa.field(c, plan.arrow_types[c]) for c, _ in fetched] + list(plan.key_schema))
+    identity = (db, tuple(plan.key_columns), tuple(fetched), plan.key_schema)
     lookup = _LOOKUPS.get(identity)
     if lookup is None:
         cache = None
         if db.cache == "PARTIAL":
             cache = (db.cache_max_rows, db.expire_after_write_ms, db.expire_after_access_ms, db.cache_missing_key)
         lookup = _LOOKUPS[identity] = Lookup(parse_url(db.url, db.username, db.password), db.table,
-                                             plan.key_columns, [d for _, d in fetched], schema, key_schema, cache)
+                                             plan.key_columns, [d for _, d in fetched], schema, plan.key_schema, cache)
+    return lookup
+
+
+def _rows(plan: _LookupPlan, distinct: pa.Table) -> pa.Table:
+    """The database rows of ``distinct`` keys: the table's columns (by plan id) and the keys (``__k*``)."""
+    db, lookup = plan.database, _lookup(plan)
     for attempt in range(db.max_retries + 1):
         try:
             return lookup.rows(distinct)

@@ -324,6 +324,7 @@ class Engine:
         drops = ObservedDrops(checkpoint)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
+                              observe_total=drops.observe_total,
                               side_topics=tuple(side_topics(sink)), plan=sink)
         records = read_inputs(self.spark, sink, options)
         return lower(sink.input, records, ctx), letters, drops

@@ -26,8 +26,11 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         offset = source.get("endOffset")
         offset = json.loads(offset) if isinstance(offset, str) else offset or {}
         metrics["null_value"] += sum((offset.get("nullValues") or {}).values())
-    for name, count in saved_drops(checkpoint)["counts"].items():
+    observed = saved_drops(checkpoint)
+    for name, count in observed["counts"].items():
         metrics[name] = metrics.get(name, 0) + count
+    if "lookup_round_trips" in observed["counts"]:  # also per micro-batch: the last one's
+        metrics["lookup_round_trips_last_batch"] = observed["last"].get("lookup_round_trips", 0)
     for operator_id in _stateful_operators(spark, checkpoint):
         try:
             values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", META)

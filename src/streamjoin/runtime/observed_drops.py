@@ -1,4 +1,5 @@
-"""Records a stateless step drops, counted exactly: the static stream-table join's null join keys.
+"""Records a stateless step drops, counted exactly: the static stream-table join's null join keys (and other
+counts of stateless steps: a lookup join's database round trips).
 
 A stateful operator keeps its drop counts in its state (``runtime.metrics``); a stateless step has no
 state. It observes its drops per micro-batch instead, as a Spark observed metric on the rows it filters
@@ -27,9 +28,14 @@ class ObservedDrops:
 
     def observe(self, rows: DataFrame, reason: str, dropped: Column) -> DataFrame:
         """``rows``, with the number of them a later filter drops (``dropped`` is true) observed per batch."""
+        return self.observe_total(rows, reason, F.when(dropped, 1))
+
+    def observe_total(self, rows: DataFrame, reason: str, value: Column) -> DataFrame:
+        """``rows``, with the sum of ``value`` over them observed per batch (a stateless step's own count, such
+        as a lookup join's database round trips), counted under ``reason``."""
         name = f"dropped:{reason}:{uuid.uuid4().hex}"
         self.metrics.append((name, reason))
-        return rows.observe(name, F.count(F.when(dropped, True)).alias("dropped"))
+        return rows.observe(name, F.coalesce(F.sum(value), F.lit(0)).cast("long").alias("dropped"))
 
     def record(self, observed, batch_id: int) -> None:
         """Add batch ``batch_id``'s observed counts (a Scala map from the batch's execution) to the file."""
@@ -38,21 +44,22 @@ class ObservedDrops:
         saved = saved_drops(self.checkpoint)
         if batch_id <= saved["batch"]:
             return  # counted before a crash
-        counts = saved["counts"]
+        counts, last = saved["counts"], {}
         for name, reason in self.metrics:
             row = observed.get(name)
             if row.isDefined():
+                last[reason] = last.get(reason, 0) + row.get().getLong(0)
                 counts[reason] = counts.get(reason, 0) + row.get().getLong(0)
         path = os.path.join(self.checkpoint, FILE)
         with open(path + ".tmp", "w") as out:
-            json.dump({"batch": batch_id, "counts": counts}, out)
+            json.dump({"batch": batch_id, "counts": counts, "last": last}, out)
         os.replace(path + ".tmp", path)
 
 
 def saved_drops(checkpoint: str) -> dict:
-    """The counts so far and the last batch counted (-1 before the first)."""
+    """The counts so far, the last batch counted (-1 before the first) and that batch's own counts."""
     try:
         with open(os.path.join(checkpoint, FILE)) as saved:
-            return json.load(saved)
+            return {"last": {}, **json.load(saved)}
     except FileNotFoundError:
-        return {"batch": -1, "counts": {}}
+        return {"batch": -1, "counts": {}, "last": {}}
