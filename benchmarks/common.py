@@ -42,8 +42,19 @@ def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None,
         "state_rows_max": state_rows(checkpoint, len(progress)) if state_rows else native_state,
         "ms_by_phase": breakdown,
         "cpu_us_per_row": round(cpu / input_rows * 1e6, 2),
+        "observed_per_batch": _observed(progress),
         **_phase_split(phases_before, python_phases(), input_rows),
     }
+
+
+def _observed(progress: list) -> dict:
+    """Each batch's observed metrics (streamjoin's counts of stateless steps), by what they count."""
+    found: dict = {}
+    for p in progress:
+        for name, row in (p.get("observedMetrics") or {}).items():
+            what = name.split(":")[1] if name.startswith("dropped:") else name
+            found.setdefault(what, []).append(sum(v for v in row if isinstance(v, (int, float))))
+    return found
 
 
 def python_phases() -> dict:
@@ -155,7 +166,8 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
                                                                   root=root, bootstrap=bootstrap),
-                          observe_drops=ObservedDrops("").observe, side_topics=tuple(side_topics(planned.plan)))
+                          observe_drops=ObservedDrops("").observe, observe_total=ObservedDrops("").observe_total,
+                          side_topics=tuple(side_topics(planned.plan)), plan=planned.plan)
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))
 

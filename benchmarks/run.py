@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 BENCHMARKS = {"stream-stream": "stream_stream", "stream-table": "stream_table", "table-table": "table_table",
               "interval": "interval", "temporal": "temporal", "regular": "regular",
               "sqlstream-range": "sqlstream_range", "kafka-io": "kafka_io", "state-growth": "state_growth",
-              "latency": "latency", "group-window": "group_window"}
+              "latency": "latency", "group-window": "group_window", "lookup": "lookup"}
 
 
 def main(argv=None) -> int:

@@ -254,7 +254,7 @@ class Lookup:
         self.key_columns, self.columns = list(key_columns), list(columns)
         self.schema, self.key_schema = schema, key_schema
         self.cache_limits = cache
-        self.cache: "OrderedDict[tuple, tuple[float, float, pa.Table]]" = OrderedDict()
+        self.cache: "OrderedDict[tuple, tuple[float, float, pa.Table, list]]" = OrderedDict()
         self.round_trips = 0
         self._conn = None
 
@@ -304,43 +304,48 @@ class Lookup:
 
     def rows(self, keys: pa.Table) -> pa.Table:
         """The rows of ``keys`` (distinct, no nulls; named and typed as ``key_schema``), from the cache where it
-        holds them, else from the database (one round trip for all the others)."""
+        holds them, else from the database (one round trip for all the others).
+
+        The cache maps a key to (written at, read at, the fetched table its rows are in, their positions there):
+        a hit costs a dictionary lookup, and the rows of every hit in one fetched table are taken at once."""
         if self.cache_limits is None or keys.num_rows == 0:
             return self.query(keys) if keys.num_rows else self.schema.empty_table()
         max_rows, write_ttl, access_ttl, cache_missing = self.cache_limits
         now = time.monotonic() * 1000
         tuples = list(zip(*(keys.column(i).to_pylist() for i in range(keys.num_columns))))
-        found, missing = [], []
+        hits: dict[int, tuple[pa.Table, list]] = {}  # id(fetched table) -> (table, positions wanted)
+        missing = []
+        cache = self.cache
         for i, key in enumerate(tuples):
-            entry = self.cache.get(key)
+            entry = cache.get(key)
             if entry is not None and (write_ttl is None or now - entry[0] < write_ttl) \
                     and (access_ttl is None or now - entry[1] < access_ttl):
-                self.cache[key] = (entry[0], now, entry[2])
-                self.cache.move_to_end(key)
-                found.append(entry[2])
+                cache[key] = (entry[0], now, entry[2], entry[3])
+                cache.move_to_end(key)
+                hits.setdefault(id(entry[2]), (entry[2], []))[1].extend(entry[3])
             else:
                 missing.append(i)
+        found = [table.take(pa.array(positions, pa.int64())) for table, positions in hits.values() if positions]
         if missing:
             fetched = self.query(keys.take(missing))
-            by_key = _split_by_key(fetched, len(self.columns), [tuples[i] for i in missing])
-            for key, rows in by_key.items():
-                if rows.num_rows or cache_missing:
-                    self.cache[key] = (now, now, rows)
-                    self.cache.move_to_end(key)
-            while max_rows is not None and len(self.cache) > max_rows:
-                self.cache.popitem(last=False)
+            for key, positions in _positions_by_key(fetched, len(self.columns), [tuples[i] for i in missing]).items():
+                if positions or cache_missing:
+                    cache[key] = (now, now, fetched, positions)
+                    cache.move_to_end(key)
+            while max_rows is not None and len(cache) > max_rows:
+                cache.popitem(last=False)
             found.append(fetched)
         return pa.concat_tables(found) if found else self.schema.empty_table()
 
 
-def _split_by_key(rows: pa.Table, first_key: int, keys: list[tuple]) -> dict[tuple, pa.Table]:
-    """``rows`` grouped by their key columns (from position ``first_key``), with an empty table for each of
-    ``keys`` that has none."""
-    found = list(zip(*(rows.column(i).to_pylist() for i in range(first_key, rows.num_columns))))
-    positions: dict[tuple, list[int]] = {}
+def _positions_by_key(rows: pa.Table, first_key: int, keys: list[tuple]) -> dict[tuple, list[int]]:
+    """The positions in ``rows`` of each of ``keys`` (its key columns start at ``first_key``; [] for a key
+    without rows)."""
+    positions: dict[tuple, list[int]] = {key: [] for key in keys}
+    found = zip(*(rows.column(i).to_pylist() for i in range(first_key, rows.num_columns)))
     for i, key in enumerate(found):
         positions.setdefault(key, []).append(i)
-    return {key: rows.take(pa.array(positions.get(key, []), pa.int64())) for key in keys}
+    return positions
 
 
 def _pg_array_type(arrow_type: pa.DataType) -> str:
