@@ -200,3 +200,57 @@ def test_a_database_that_refuses_the_password_stops_the_script_before_anything_s
     assert "customers" in text and postgres.jdbc_url[len("jdbc:"):] in text and "password authentication failed" in text
     assert "not-the-password" not in text
     assert engine.queries == [] and not spark.streams.active
+
+
+def test_a_database_down_mid_run_stops_the_query_and_a_restart_writes_what_an_uninterrupted_run_would(
+        spark, tmp_path, postgres):
+    import adbc_driver_postgresql.dbapi as driver
+
+    with driver.connect(postgres.uri) as conn, conn.cursor() as cur:
+        for sql in ("DROP TABLE IF EXISTS customers", "DROP TABLE IF EXISTS named",
+                    "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, country TEXT)",
+                    "CREATE TABLE named (order_id INTEGER PRIMARY KEY, name TEXT)",
+                    "INSERT INTO customers VALUES " + ", ".join(f"({i}, '{n}', '{c}')" for i, n, c in CUSTOMERS)):
+            cur.execute(sql)
+        conn.commit()
+    options = (f"'url' = '{postgres.jdbc_url}', 'username' = '{postgres.user}', 'password' = '{postgres.password}', "
+               "'lookup.max-retries' = '1', 'sink.max-retries' = '1'")
+    script = (
+        "CREATE TABLE orders (order_id INT, customer_id INT, country STRING, amount DOUBLE, proc_time AS PROCTIME()) "
+        "WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');\n"
+        f"CREATE TABLE customers (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'jdbc', "
+        f"'table-name' = 'customers', {options});\n"
+        f"CREATE TABLE named (order_id INT, name STRING, PRIMARY KEY (order_id) NOT ENFORCED) WITH ('connector' = 'jdbc', "
+        f"'table-name' = 'named', {options});\n"
+        "CREATE TABLE found (order_id INT, name STRING) WITH ('connector' = 'kafka', 'topic' = 'found', 'format' = 'json');\n"
+        "INSERT INTO named SELECT o.order_id, c.name FROM orders AS o LEFT JOIN customers FOR SYSTEM_TIME AS OF "
+        "o.proc_time AS c ON o.customer_id = c.id;\n"
+        "INSERT INTO found SELECT o.order_id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF "
+        "o.proc_time AS c ON o.customer_id = c.id;\n"
+    )
+    home = str(tmp_path / "home")
+    engine = Engine(spark, home=home)
+    engine.execute(script)
+    try:
+        _orders(engine, FIRST, 0)
+        postgres.stop()
+        with pytest.raises(Exception) as failed:
+            _orders(engine, SECOND, 100)  # each query tries twice, a second apart, then stops
+    finally:
+        engine.stop()
+        postgres.start()
+    text = str(failed.value)
+    assert "customers" in text and postgres.jdbc_url[len("jdbc:"):] in text and postgres.password not in text
+
+    engine = Engine(spark, home=home)  # the same script again, the database back: the failed batch runs again
+    queries = engine.execute(script)
+    try:
+        engine.process_all_available()
+        found = sorted((r["order_id"], r["name"]) for r in engine.dataframe(queries[1]).collect())
+    finally:
+        engine.stop()
+    names = dict((i, n) for i, n, _ in CUSTOMERS)
+    with driver.connect(postgres.uri) as conn, conn.cursor() as cur:
+        cur.execute("SELECT order_id, name FROM named ORDER BY order_id")
+        assert cur.fetchall() == [(o, names.get(c)) for o, c, _, _ in FIRST + SECOND]
+    assert found == sorted((o, names[c]) for o, c, _, _ in FIRST + SECOND if c in names)

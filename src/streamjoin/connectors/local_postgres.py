@@ -14,22 +14,27 @@ import subprocess
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .local_broker import _die_with_parent, _free_port
 
 USER = "streamjoin"
 
 
-@dataclass(frozen=True)
+@dataclass
 class LocalPostgres:
+    """How to reach the server, and ``stop()`` / ``start()`` to take it down and bring it back (same data)."""
+
     host: str
     port: int
     database: str
     user: str
     password: str
+    folder: Path = field(repr=False, default=None)  # type: ignore[assignment]
+    as_user: dict = field(repr=False, default_factory=dict)
+    process: Optional[subprocess.Popen] = field(repr=False, default=None)
 
     @property
     def jdbc_url(self) -> str:
@@ -39,6 +44,29 @@ class LocalPostgres:
     def uri(self) -> str:
         """A libpq URI with the credentials, for the tests' own client."""
         return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.process = subprocess.Popen(
+            [_bin("postgres"), "-D", str(self.folder / "data"), "-h", self.host, "-p", str(self.port),
+             "-k", str(self.folder), "-c", "fsync=off", "-c", "full_page_writes=off"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent, **self.as_user,
+        )
+        deadline = time.monotonic() + timeout
+        while subprocess.run([_bin("pg_isready"), "-h", self.host, "-p", str(self.port)],
+                             stdout=subprocess.DEVNULL).returncode != 0:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the local PostgreSQL did not start on port {self.port}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(2)  # SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.process = None
 
 
 def _bin(name: str) -> str:
@@ -74,37 +102,20 @@ def _unprivileged(folder: Path) -> dict:
 
 
 @contextlib.contextmanager
-def local_postgres(password: str = "s3cret-pw", start_timeout: float = 30.0) -> Iterator[LocalPostgres]:
+def local_postgres(password: str = "s3cret-pw") -> Iterator[LocalPostgres]:
     """Start a server; yields how to reach it (database ``postgres``). The password file is removed once the
     cluster is initialised."""
     folder = Path(tempfile.mkdtemp(prefix="streamjoin-pg-"))
-    data = folder / "data"
     (folder / "pw").write_text(password + "\n")
     as_user = _unprivileged(folder)
-    subprocess.run([_bin("initdb"), "-D", str(data), "-U", USER, "--pwfile", str(folder / "pw"), "-A", "scram-sha-256",
-                    "-E", "UTF8", "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **as_user)
+    subprocess.run([_bin("initdb"), "-D", str(folder / "data"), "-U", USER, "--pwfile", str(folder / "pw"),
+                    "-A", "scram-sha-256", "-E", "UTF8", "--no-sync"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **as_user)
     (folder / "pw").unlink()
-    port = _free_port()
-    process = subprocess.Popen(
-        [_bin("postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(folder),
-         "-c", "fsync=off", "-c", "full_page_writes=off"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent, **as_user,
-    )
+    server = LocalPostgres("127.0.0.1", _free_port(), "postgres", USER, password, folder, as_user)
     try:
-        deadline = time.monotonic() + start_timeout
-        while True:
-            ready = subprocess.run([_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL)
-            if ready.returncode == 0:
-                break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the local PostgreSQL did not start on port {port}")
-            time.sleep(0.05)
-        yield LocalPostgres("127.0.0.1", port, "postgres", USER, password)
+        server.start()
+        yield server
     finally:
-        process.send_signal(2)  # SIGINT: PostgreSQL's fast shutdown (SIGTERM waits for clients to leave)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-
