@@ -120,6 +120,8 @@ def test_lookup_and_bounded_joins_of_a_database_table(spark, tmp_path, database)
         engine.stop()
     assert results == {name: expected for name, (_, expected) in QUERIES.items()}
     assert progress["stateOperators"] == []  # no operator state
+    assert "s3cret" not in str(progress) and not [f for f in (tmp_path / "home").rglob("*")
+                                                   if f.is_file() and b"s3cret" in f.read_bytes()]  # the password
     assert metrics["by_key"]["null_key"] == 1 and metrics["left"]["null_key"] == 0  # LEFT pads it, as Flink does
     # one query per partition of a micro-batch that has records (two partitions, two micro-batches), never per record
     assert 2 <= metrics["by_key"]["lookup_round_trips"] <= 4 and 1 <= metrics["by_key"]["lookup_round_trips_last_batch"] <= 2
