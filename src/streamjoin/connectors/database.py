@@ -120,6 +120,18 @@ def describe_failure(err: BaseException, table: str, url: str, password: Optiona
     return f"database table {table} at {mask(url)}: {mask(text)}"
 
 
+def with_retries(action, retries: int, table: str, url: str, password: Optional[str]):
+    """``action()``, tried again up to ``retries`` times a second longer apart each time (1 s, 2 s, ...), as
+    Flink's JDBC connector does; then DatabaseError naming the table and URL, the password masked."""
+    for attempt in range(retries + 1):
+        try:
+            return action()
+        except Exception as err:  # noqa: BLE001 - whatever the driver raises
+            if attempt == retries:
+                raise DatabaseError(describe_failure(err, table, url, password)) from None
+            time.sleep(attempt + 1)
+
+
 def select_sql(table: str, columns: Sequence[str]) -> str:
     return f"SELECT {', '.join(quote(c) for c in columns)} FROM {table_name(table)}"
 
@@ -505,13 +517,7 @@ class _PartWriter:
         if rows is not None and rows.num_rows:
             db, part = self.database, TaskContext.get().partitionId()
             endpoint = parse_url(db.url, db.username, db.password)
-            for attempt in range(db.sink_max_retries + 1):
-                try:
-                    written = write_part(endpoint, db.table, self.columns, self.key_columns, rows, self.writer,
-                                         self.batch_id, part)
-                    break
-                except Exception as err:  # noqa: BLE001 - retried, then reported with the table and URL named
-                    if attempt == db.sink_max_retries:
-                        raise DatabaseError(describe_failure(err, db.table, db.url, db.password)) from None
-                    time.sleep(attempt + 1)
+            written = with_retries(lambda: write_part(endpoint, db.table, self.columns, self.key_columns, rows,
+                                                      self.writer, self.batch_id, part),
+                                   db.sink_max_retries, db.table, db.url, db.password)
         yield pa.RecordBatch.from_pydict({"written": [written]})

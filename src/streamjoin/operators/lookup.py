@@ -19,7 +19,6 @@ adjacent and never cross a partition).
 """
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import numpy as np
@@ -30,11 +29,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from ..connectors.database import DatabaseError, Lookup, describe_failure, parse_url
+from ..connectors.database import Lookup, parse_url, with_retries
 from ..lower.expressions import compile_expr
 from ..plan.catalog import DatabaseTable
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, base_scan
-from ..sql import ast
+from ..plan import expressions as ex
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import NULL_KEY, OK, key_names, payload, tag_side
 
@@ -61,19 +60,19 @@ class LookupJoin:
         columns = {f.id: f.name for f in scan.fields if not f.hidden}
         table_cols = payload(right)
         types = {f.name: f.dataType for f in stream.schema.fields} | {f.name: f.dataType for f in right.schema.fields}
-        condition = _conjoin(join.right_side.filter, join.condition)
-        marks = [RECORD, FOUND] if outer and condition is not None else []
+        condition = ex.conjoin([t for t in (join.right_side.filter, join.condition) if t is not None])
+        marks = outer and condition is not None  # a LEFT join's pairs are settled after the condition
         schema = StructType(
             [StructField(c, types[c]) for c in payload(left) + table_cols]
             + [StructField(jk, types[k]) for jk, k in zip(join.key, keys)]
             + [StructField(c, LongType()) for c in META]
-            + [StructField(RECORD, LongType()), StructField(FOUND, BooleanType())][:len(marks)]
+            + ([StructField(RECORD, LongType()), StructField(FOUND, BooleanType())] if marks else [])
             + [StructField(TRIPS, LongType())]
         )
-        plan = _LookupPlan(
-            database=scan.source.database, key_columns=[_column(e, columns) for e in join.right_side.keys],
+        plan = _LookupPlan(  # validation admits only plain columns of the table as its lookup keys
+            database=scan.source.database, key_columns=[columns[e.id] for e in join.right_side.keys],
             table_cols=table_cols, db_columns=[columns.get(c) for c in table_cols], keys=keys,
-            stream_cols=payload(left), key_ids=list(join.key), outer=outer, marks=bool(marks),
+            stream_cols=payload(left), key_ids=list(join.key), outer=outer, marks=marks,
             arrow_types={c: to_arrow_type(types[c]) for c in table_cols},
             key_schema=pa.schema([(k, to_arrow_type(types[k])) for k in keys]),
         )
@@ -92,21 +91,6 @@ class LookupJoin:
             _settle(table_cols, [f.name for f in settled.fields]), settled)
 
 
-def _conjoin(*terms) -> Optional[ast.Expr]:
-    present = [t for t in terms if t is not None]
-    if not present:
-        return None
-    out = present[0]
-    for t in present[1:]:
-        out = ast.BinaryOp("AND", out, t)
-    return out
-
-
-def _column(expr, columns: dict) -> str:
-    """The database column a lookup key compares (validation admits only a plain column of the table)."""
-    return columns[expr.id]
-
-
 class _LookupPlan:
     """What the executors need to run one lookup join (pickled into the ``mapInArrow`` function)."""
 
@@ -122,12 +106,10 @@ class _LookupPlan:
         records = pa.Table.from_batches(batches) if batches else None
         if records is None or records.num_rows == 0:
             return
-        trips = _lookup(self).round_trips
         may_match = pc.fill_null(records.column(OK), False)
         candidates = records.filter(may_match).select(self.keys)
         distinct = candidates.group_by(self.keys).aggregate([]) if candidates.num_rows else candidates
-        rows = _rows(self, distinct)
-        trips = _lookup(self).round_trips - trips
+        rows, trips = _rows(self, distinct)
         record_index, row_index = _pairs(records, may_match, rows, self.keys, self.outer)
         out = {c: records.column(c).take(record_index) for c in self.stream_cols}
         for c in self.table_cols:  # a column the database does not hold (the table's hidden ROWTIME) is null
@@ -166,17 +148,13 @@ def _lookup(plan: _LookupPlan) -> Lookup:
     return lookup
 
 
-def _rows(plan: _LookupPlan, distinct: pa.Table) -> pa.Table:
-    """The database rows of ``distinct`` keys: the table's columns (by plan id) and the keys (``__k*``)."""
+def _rows(plan: _LookupPlan, distinct: pa.Table) -> tuple[pa.Table, int]:
+    """The database rows of ``distinct`` keys (the table's columns, by plan id, and the keys ``__k*``), and the
+    round trips that took."""
     db, lookup = plan.database, _lookup(plan)
-    for attempt in range(db.max_retries + 1):
-        try:
-            return lookup.rows(distinct)
-        except Exception as err:  # noqa: BLE001 - retried, then reported with the table and URL named
-            if attempt == db.max_retries:
-                raise DatabaseError(describe_failure(err, db.table, db.url, db.password)) from None
-            time.sleep(attempt + 1)
-    raise AssertionError("unreachable")
+    before = lookup.round_trips
+    rows = with_retries(lambda: lookup.rows(distinct), db.max_retries, db.table, db.url, db.password)
+    return rows, lookup.round_trips - before
 
 
 def _pairs(records: pa.Table, may_match: pa.ChunkedArray, rows: pa.Table, keys, outer: bool):
