@@ -33,10 +33,18 @@ QUERIES = {
     "by_country": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proc_time AS c "
                    "ON o.country = c.country AND c.id <> o.customer_id",
                    [(10, "Cy"), (12, "Ann"), (15, "Cy")]),
+    # a composite key (two equalities), both columns of the table
+    "composite": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.proc_time AS c "
+                  "ON o.country = c.country AND o.customer_id = c.id",
+                  [(10, "Ann"), (11, "Bob"), (12, "Cy"), (15, "Anna"), (16, "Bob")]),
     # through the partial cache (whether a worker's cache holds order 15's key decides Ann or Anna: not fed to it)
     "cached": ("SELECT o.order_id, c.name FROM orders AS o JOIN cached_customers FOR SYSTEM_TIME AS OF o.proc_time "
                "AS c ON o.customer_id = c.id WHERE o.order_id <> 15",
                [(10, "Ann"), (11, "Bob"), (12, "Cy"), (16, "Bob")]),
+    # no FOR SYSTEM_TIME AS OF, on a column that is not the key: every row of the key, as Flink joins a bounded scan
+    "static_by_country": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers AS c ON o.country = c.country",
+                          [(10, "Ann"), (10, "Cy"), (11, "Bob"), (12, "Ann"), (12, "Cy"), (15, "Ann"), (15, "Cy"),
+                           (16, "Bob")]),
     # no FOR SYSTEM_TIME AS OF: the table as it was when the query started
     "static": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers AS c ON o.customer_id = c.id",
                [(10, "Ann"), (11, "Bob"), (12, "Cy"), (15, "Ann"), (16, "Bob")]),
@@ -188,6 +196,7 @@ def test_a_sqlstream_foreign_table_is_read_at_start_with_its_filters_sent(spark,
     assert "SQL sent: SELECT animal_id, edible, poisonous, name, genus FROM animal_data WHERE (edible) AND " \
            "(NOT (poisonous)) AND (genus IN ('Bos', 'Ovis'))" in explained
     assert "SQL sent: SELECT animal_id, name FROM animal_data\n" in explained + "\n"  # only the columns used
+    assert "s3cret" not in explained  # the server's password
     assert results == {"EATEN": [(1, "Bessie"), (3, "Dolly")],
                        "NAMED": [(1, "Bessie"), (2, "Puff"), (3, "Dolly"), (4, "Rex"), (5, None)]}
 

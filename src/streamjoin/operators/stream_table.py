@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, Scan, walk
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
@@ -190,10 +190,15 @@ def last_changes(changes: pd.DataFrame, keys, table_cols) -> pd.DataFrame:
 
 
 def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: bool, ctx: LoweringContext) -> DataFrame:
-    """Spark's stream-static hash join against a bounded table, loaded once (the last row per key wins).
-    Stream records with a null join key are dropped and counted (an observed metric: no state here)."""
-    latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
-    live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
+    """Spark's stream-static hash join against a bounded table, loaded once: from a file, the last line per key
+    wins (a file holds a changelog); from a database, every row of the key matches (a table's rows, as Flink
+    joins a bounded scan). Stream records with a null join key are dropped and counted (an observed metric: no
+    state here)."""
+    if _reads_database(join):
+        live = table.where(F.col(OK) & ~F.col(DELETE))
+    else:
+        latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
+        live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
     table_cols = payload(table)
     # loaded once, now: a checkpointed batch result (a streaming plan may not hold row ids or row windows)
     renamed = live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys]).localCheckpoint(eager=True)
@@ -205,6 +210,11 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
     meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
     return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)
+
+
+def _reads_database(join: Join) -> bool:
+    table = join.right if join.left.kind == "STREAM" else join.left
+    return any(isinstance(n, Scan) and n.source.database is not None for n in walk(table))
 
 
 OPERATOR = StreamTableJoin()

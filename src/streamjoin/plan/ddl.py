@@ -74,7 +74,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     if changelog and not key_columns:
         raise StatementError(f"{name} reads a {changelog} changelog: declare its PRIMARY KEY (...) NOT ENFORCED, "
                              "so updates and deletes know the row they replace", rule="changelog-needs-key", pos=stmt.pos)
-    if kind == "TABLE" and not key_columns:
+    if kind == "TABLE" and not key_columns and connector != "jdbc":  # a database table's rows need no key
         raise StatementError(
             f"TABLE {name} needs a PRIMARY KEY column (or the KEY property)", rule="table-needs-key", pos=stmt.pos
         )
@@ -398,7 +398,9 @@ def _kind(stmt: ast.CreateSource, style: str, connector: str, changelog: Optiona
     if style != "flink":
         return stmt.kind
     # Flink: a table with a primary key on an upsert/changelog connector is a TABLE, anything else a STREAM.
-    if keys and (connector in UPSERT_CONNECTORS or changelog or connector in ("filesystem", "jdbc")):
+    if connector == "jdbc":  # a table in a database, with a primary key or without
+        return "TABLE"
+    if keys and (connector in UPSERT_CONNECTORS or changelog or connector == "filesystem"):
         return "TABLE"
     return "STREAM"
 

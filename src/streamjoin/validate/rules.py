@@ -355,6 +355,8 @@ def stream_table_on_table_key(join: Join) -> Optional[str]:
     scan = base_scan(table)
     if _stream_table(join) and scan is not None and scan.source.kind == "STREAM":
         return None  # a table built from a stream (Lenses SELECT TABLE) is keyed by the join expression
+    if _stream_table(join) and scan is not None and scan.source.database is not None:
+        return None  # a database table's rows are joined as they are: each row that matches (Flink's bounded scan)
     if not on_key(table_keys, table):
         if _ksql(join) and join.left_side.keys:
             return ("Invalid join condition: stream-table joins require to join on the table's primary key. "
