@@ -308,6 +308,11 @@ REFUSED = [
     ("updates into a database table without a key", DIM + "CREATE TABLE Counts (x INT, n BIGINT) WITH ('connector' = "
      "'jdbc', 'url' = 'jdbc:sqlite:out.db', 'table-name' = 'counts');\nINSERT INTO Counts SELECT x, COUNT(*) AS n "
      "FROM Orders GROUP BY x;", "database-sink-changelog", "doesn't support consuming update and delete changes"),
+    # found by tests/sql/test_fuzzed_sql.py: both raised a Python error instead of a refusal
+    ("PARTITIONS that is not a number", "CREATE STREAM P WITH (PARTITIONS = 'two') AS SELECT * FROM L;", "partitions",
+     "PARTITIONS = 'two' is not a number of partitions"),
+    ("a column declared twice", "CREATE STREAM D (Q INT, q STRING) WITH (kafka_topic='d', value_format='PROTOBUF');",
+     "duplicate-column", "D declares column Q twice"),
     ("a database table read as a stream", DIM + "INSERT INTO J SELECT name, COUNT(*) AS c FROM Dim GROUP BY name;",
      "static-table-use", "Dim is a table in a database (dim)"),
     ("Lenses: a SLIDING window", "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games WINDOW BY SLIDING 1m "

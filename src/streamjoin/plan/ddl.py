@@ -66,6 +66,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
             raise StatementError(f"KEY property names {old_key}, which is not a column of {name}", rule="unknown-column", pos=stmt.pos)
         key_columns.append(col.name)
 
+    _refuse_duplicates(columns, name, stmt.pos)
     connector = str(props.get("connector", "kafka")).lower()
     value_format = value_format_of(props, stmt.pos)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos)
@@ -102,7 +103,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
         watermark_column=stmt.watermark and display_name(stmt.watermark.column, style),
         watermark_delay_ms=watermark_delay,
         proctime_column=proctime,
-        partitions=int(props.get("partitions", 1) or 1),
+        partitions=partitions_of(props, stmt.pos),
         bounded_path=str(path) if path else None,
         changelog_format=changelog,
         properties=tuple(sorted((k, v) for k, v in props.items())),
@@ -297,7 +298,7 @@ def _lenses_source(stmt: ast.CreateSource, name: str) -> SourceInfo:
     props["lenses.key.format"] = stmt.formats[0].upper()  # as declared: STRING and INT keys differ in Lenses
     return SourceInfo(
         name=name, kind="STREAM", topic=stmt.name.text, columns=tuple(columns), key_columns=key_columns,
-        value_format=value_format, key_format=key_format, partitions=int(props.get("partitions", 1) or 1),
+        value_format=value_format, key_format=key_format, partitions=partitions_of(props, stmt.pos),
         properties=tuple(sorted(props.items())), dialect="lenses",
     )
 
@@ -355,6 +356,27 @@ def key_format_of(props: dict, style: str, default: str | None = None) -> str:
     if declared is None and style != "flink":
         declared = props.get("format")
     return str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
+
+
+def _refuse_duplicates(columns: list[ColumnInfo], name: str, pos) -> None:
+    seen = set()
+    for column in columns:
+        if column.name in seen:
+            raise StatementError(f"{name} declares column {column.name} twice", rule="duplicate-column", pos=pos)
+        seen.add(column.name)
+
+
+def partitions_of(props: dict, pos) -> int:
+    """The PARTITIONS property (1 when absent): a whole number of at least 1."""
+    value = props.get("partitions", 1) or 1
+    try:
+        count = int(str(value).strip("'\""))
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise StatementError(f"PARTITIONS = {value!r} is not a number of partitions (a whole number, at least 1)",
+                             rule="partitions", pos=pos)
+    return count
 
 
 def value_format_of(props: dict, pos, default: str = "JSON") -> str:

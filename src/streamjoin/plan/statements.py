@@ -13,8 +13,8 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, lenses_format, properties_dict,
-    source_from_ddl, value_format_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, lenses_format, partitions_of,
+    properties_dict, source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
@@ -230,7 +230,7 @@ class StatementPlanner:
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
                 columns=columns_out, key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
-                key_format=key_format_of(props, style, formats[0]), partitions=int(props.get("partitions", 1) or 1),
+                key_format=key_format_of(props, style, formats[0]), partitions=partitions_of(props, name.pos),
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
