@@ -11,9 +11,12 @@ URLs as users write them: ``jdbc:postgresql://host[:port]/db[?user=u&password=p]
 Identifiers are sent as written, unquoted, as Flink's PostgreSQL dialect sends them (PostgreSQL folds them to
 lower case); a name that is not a plain identifier is double-quoted.
 
-Lookups (``Lookup``) send one query per call for all the keys asked for: ``k = ANY($1)`` with an array per key
-column on PostgreSQL, a JSON array of key tuples unpacked by ``json_each`` on SQLite. A ``Lookup`` keeps the
-rows it read per key within the table's 'lookup.partial-cache.*' limits (least recently used rows leave first).
+Lookups (``Lookup``) send one query per call for all the keys asked for: a join with ``unnest($1::type[], ...)``
+(an array per key column) on PostgreSQL, with a JSON array of key tuples unpacked by ``json_each`` on SQLite. A
+``Lookup`` keeps the rows it read per key within the table's 'lookup.partial-cache.*' limits (least recently
+used keys leave first). Writes (``write_part``) go in one transaction per part of a micro-batch: upserts and
+deletes on a primary key, else inserts noted in ``COMMITS_TABLE``. ``DatabaseTableSource`` reads a table once
+for Spark; ``database_writer`` is a query's ``foreachBatch`` sink into one.
 """
 from __future__ import annotations
 
