@@ -13,6 +13,7 @@ from streamjoin.connectors import database
 from streamjoin.connectors.local_postgres import local_postgres
 from streamjoin.errors import StatementError
 from streamjoin.plan.catalog import Catalog
+from streamjoin.plan.explain import describe_text
 from streamjoin.plan.statements import StatementPlanner
 from streamjoin.sql import parse_script
 
@@ -69,6 +70,9 @@ def test_the_password_is_kept_out_of_what_is_shown():
     assert "hunter2" not in repr(source) and "password" not in dict(source.properties)
     assert database.mask(source.database.url) == "jdbc:postgresql://db:5432/app?password=***"
     assert database.mask("postgresql://app:hunter2@db/app") == "postgresql://app:***@db/app"
+    described = describe_text(source)
+    assert "Source: database table dim at jdbc:postgresql://db:5432/app?password=***" in described
+    assert "hunter2" not in described and "inurl" not in described and "Topic" not in described
     endpoint = database.parse_url(source.database.url, "app", "hunter2")
     assert endpoint.target == "postgresql://app:hunter2@db:5432/app" and "hunter2" not in repr(endpoint)
     failure = database.describe_failure(RuntimeError("auth failed for hunter2"), "dim", source.database.url, "hunter2")

@@ -70,8 +70,11 @@ def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
 
 
 def describe_text(info: SourceInfo) -> str:
-    lines = [f"Name: {info.name}", f"Type: {info.kind}", f"Topic: {info.topic}",
-             f"Key format: {info.key_format}", f"Value format: {info.value_format}"]
+    if info.database is not None:  # no topic and no formats: a table in a database
+        lines = [f"Name: {info.name}", f"Type: {info.kind}", f"Source: {info.database.describe()}"]
+    else:
+        lines = [f"Name: {info.name}", f"Type: {info.kind}", f"Topic: {info.topic}",
+                 f"Key format: {info.key_format}", f"Value format: {info.value_format}"]
     if info.timestamp_column:
         lines.append(f"Timestamp column: {info.timestamp_column}")
     if info.watermark_delay_ms is not None:
