@@ -19,3 +19,13 @@ def spark():
     session = build_session("local[2]", app_name="streamjoin-tests", conf={"spark.driver.memory": "3g"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server on 127.0.0.1 with a password (``connectors.local_postgres``), shared by the database
+    tests; a test that stops it starts it again."""
+    from streamjoin.connectors.local_postgres import local_postgres
+
+    with local_postgres() as server:
+        yield server

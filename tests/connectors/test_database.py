@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from streamjoin.connectors import database
-from streamjoin.connectors.local_postgres import local_postgres
 from streamjoin.errors import StatementError
 from streamjoin.plan.catalog import Catalog
 from streamjoin.plan.explain import describe_text
@@ -93,12 +92,6 @@ def test_urls_as_users_write_them(url, endpoint):
 # ---------------------------------------------------------------------------------------------- lookups
 
 CUSTOMERS = [(1, "Ann", "DE"), (2, "Bob", "US"), (3, "Cy", "DE")]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    with local_postgres() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -12,7 +12,6 @@ import pytest
 
 from streamjoin import Engine
 from streamjoin.conformance.runner import produce_inputs
-from streamjoin.connectors.local_postgres import local_postgres
 from streamjoin.errors import StatementError
 
 CUSTOMERS = [(1, "Ann", "DE"), (2, "Bob", "US"), (3, "Cy", "DE")]
@@ -49,12 +48,6 @@ QUERIES = {
     "static": ("SELECT o.order_id, c.name FROM orders AS o JOIN customers AS c ON o.customer_id = c.id",
                [(10, "Ann"), (11, "Bob"), (12, "Cy"), (15, "Ann"), (16, "Bob")]),
 }
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    with local_postgres() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

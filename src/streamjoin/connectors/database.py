@@ -204,13 +204,14 @@ def table_columns(endpoint: Endpoint, table: str) -> list[tuple[str, str, bool]]
 
 
 _PG_SPARK = {"smallint": "smallint", "integer": "int", "bigint": "bigint", "real": "float", "double precision": "double",
+             "numeric": "decimal(38,10)", "text": "string", "character varying": "string", "character": "string",
              "boolean": "boolean", "date": "date", "timestamp without time zone": "timestamp",
              "timestamp with time zone": "timestamp", "bytea": "binary"}
 
 
 def _pg_type(data_type: str, precision, scale) -> str:
-    if data_type == "numeric":
-        return f"decimal({precision},{scale})" if precision is not None else "decimal(38,10)"
+    if data_type == "numeric" and precision is not None:
+        return f"decimal({precision},{scale})"
     return _PG_SPARK.get(data_type, "string")
 
 
@@ -233,20 +234,27 @@ def _folded(name: str) -> str:
     return name.lower() if _PLAIN.match(name) else name
 
 
-_PG_KINDS = {"smallint": "integer", "integer": "integer", "bigint": "integer", "numeric": "number", "real": "number",
-             "double precision": "number", "text": "string", "character varying": "string", "character": "string",
-             "boolean": "boolean", "date": "date", "timestamp without time zone": "timestamp",
-             "timestamp with time zone": "timestamp", "bytea": "binary"}
-_DECLARED_KINDS = {"tinyint": {"integer"}, "smallint": {"integer"}, "int": {"integer"}, "bigint": {"integer"},
-                   "float": {"integer", "number"}, "double": {"integer", "number"},
-                   "decimal": {"integer", "number"}, "string": {"string"}, "boolean": {"boolean"},
-                   "date": {"date"}, "timestamp": {"timestamp"}, "timestamp_ntz": {"timestamp"}, "binary": {"binary"}}
-
-
 def _fits(declared: str, actual: str) -> bool:
-    kind = _PG_KINDS.get(actual.lower())
-    accepted = _DECLARED_KINDS.get(declared.split("(")[0].strip().lower())
-    return kind is None or accepted is None or kind in accepted
+    """Whether a column declared with the Spark type ``declared`` can hold PostgreSQL's ``actual`` (its catalog's
+    ``data_type``): the same kind of value, or an integer where a fractional number is declared. A type either
+    side does not know is let through."""
+    found = _PG_SPARK.get(actual.lower())
+    have, want = _kind(found or ""), _kind(declared)
+    if found is None or want not in _KINDS:
+        return True
+    return have == want or (want, have) == ("number", "integer")
+
+
+_KINDS = {"integer", "number", "string", "boolean", "date", "timestamp", "binary"}
+
+
+def _kind(spark_type: str) -> str:
+    name = spark_type.split("(")[0].strip().lower()
+    if name in ("tinyint", "smallint", "int", "bigint"):
+        return "integer"
+    if name in ("float", "double", "decimal"):
+        return "number"
+    return "timestamp" if name == "timestamp_ntz" else name
 
 
 _PG_ARRAY_TYPES = {
