@@ -16,7 +16,7 @@ from typing import Optional
 from ..connectors.database import quote, select_sql
 from ..sql import ast
 from . import expressions as ex
-from .nodes import Join, PlanNode, Ref, Scan, base_scan, walk
+from .nodes import Join, JoinSide, PlanNode, Ref, Scan, base_scan, walk
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _referenced(plan: PlanNode) -> set[str]:
         elif isinstance(value, (tuple, list, frozenset)):
             for item in value:
                 visit(item)
-        elif isinstance(value, ast.Expr) or (dataclasses.is_dataclass(value) and type(value).__name__ == "JoinSide"):
+        elif isinstance(value, (ast.Expr, JoinSide)):
             for field in dataclasses.fields(value):
                 visit(getattr(value, field.name))
 
