@@ -10,7 +10,7 @@ import pytest
 
 from streamjoin.sql import SqlSyntaxError, parse_expression, parse_script, parse_statement
 from streamjoin.sql.ast import (
-    ArrayLiteral, Between, BinaryOp, Call, Case, Cast, Column, ColumnDef, CreateAsSelect, CreateSource,
+    ArrayLiteral, Between, MapLiteral, StructLiteral, BinaryOp, Call, Case, Cast, Column, ColumnDef, CreateAsSelect, CreateSource,
     CreateTemporalTableFunction, CreateView, Describe, Drop, Explain, FrameBound, Ident, InList, InsertInto,
     Interval, IsNull, Join, Lateral, LateralTable, Like, Literal, Pos, Property, QueryStatement, Relation,
     Select, SelectItem, SetProperty, Star, Subscript, TimeUnit, TypeName, UnaryOp, Watermark, Within,
@@ -289,6 +289,9 @@ EXPRESSIONS = [
      Case(((lit(1), lit("one")), (lit(2), lit("two"))), operand=col("a"))),
     ("ARRAY[1, 2]", ArrayLiteral((lit(1), lit(2)))),
     ("[]", ArrayLiteral(())),
+    ("STRUCT(a := x, `b` := 1)", StructLiteral(((I("a"), col("x")), (I("b", quoted=True), lit(1))))),
+    ("MAP('k' := v, 'j' := 2)", MapLiteral(((lit("k"), col("v")), (lit("j"), lit(2))))),
+    ("STRUCT(a, b)", Call("STRUCT", (col("a"), col("b")))),
     ("a +\n  f(x)", lambda e: e.pos == Pos(1, 1) and e.right.pos == Pos(2, 3) and e.right.args[0].pos == Pos(2, 5)),
 ]
 
@@ -327,6 +330,9 @@ ERRORS = [
     ("", 0, 1, 1, "end of input", "SELECT"),
     ("DROP STREAM s t", 0, 1, 15, "t", "end of input"),
     ("SELECT STREAM a FROM t WINDOW BY HOP 5m GROUP BY a", 0, 1, 41, "GROUP", ","),
+    ("SELECT f(a := 1) FROM t", 0, 1, 8, "f(a := 1)", "STRUCT(name := value, ...)"),
+    ("SELECT STRUCT(a := 1, 2) FROM t", 0, 1, 8, "STRUCT(a := 1, 2)", "MAP(key := value, ...)"),
+    ("SELECT STRUCT(q.a := 1) FROM t", 0, 1, 8, "STRUCT(q.a := 1)", "identifier"),
 ]
 
 

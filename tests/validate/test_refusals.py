@@ -291,6 +291,50 @@ REFUSED = [
      "unknown-function", "Can't find any functions with the name 'WONT_FIND_ME'"),
     ("Flink: a function no system has", "INSERT INTO J SELECT id, NO_SUCH_FN(x) FROM Orders;", "unknown-function",
      "unknown function NO_SUCH_FN"),
+    ("ksqlDB: a variant's own name is not callable", "CREATE STREAM J AS SELECT KSQL_ROUND(X) FROM L;",
+     "unknown-function", "Can't find any functions with the name 'KSQL_ROUND'"),
+    ("ksqlDB: a translated function with too few arguments", "CREATE STREAM J AS SELECT TIMESTAMPTOSTRING(ROWTIME) FROM L;",
+     "expression-type", "Function 'TIMESTAMPTOSTRING' does not accept parameters (BIGINT)."),
+    ("ksqlDB: a variant with too many arguments, under its own name", "CREATE STREAM J AS SELECT ROUND(X, 1, 2) FROM L;",
+     "expression-type", "Function 'ROUND' does not accept parameters (INTEGER, INTEGER, INTEGER)."),
+    ("Flink: a translated function with too many arguments", "INSERT INTO J SELECT id, SPLIT(id, ',', 2) FROM Orders;",
+     "expression-type", "SPLIT does not take 3 argument(s)"),
+    ("ksqlDB: an INT compared with a STRING in WHERE", "CREATE STREAM J AS SELECT V FROM L WHERE ID >= 'not an int';",
+     "expression-type", "Error in WHERE expression: Cannot compare ID (INTEGER) to 'not an int' (STRING) with "
+     "GREATER_THAN_OR_EQUAL."),
+    ("ksqlDB: join columns compared across types, by their join names", "CREATE STREAM J AS SELECT L.V FROM L JOIN R "
+     "WITHIN 1 MINUTE ON L.ID = R.ID WHERE L.X > R.V;", "expression-type",
+     "Error in WHERE expression: Cannot compare L_X (INTEGER) to R_V (STRING) with GREATER_THAN."),
+    ("ksqlDB: a BOOLEAN ordered", "CREATE STREAM J AS SELECT V, (X > 1) < TRUE AS B FROM L;", "expression-type",
+     "Cannot compare (X > 1) (BOOLEAN) to TRUE (BOOLEAN) with LESS_THAN."),
+    ("ksqlDB: arrays ordered", "CREATE STREAM J AS SELECT V FROM L WHERE ARRAY[X] < ARRAY[X];", "expression-type",
+     "Cannot compare ARRAY[X] (ARRAY<INTEGER>) to ARRAY[X] (ARRAY<INTEGER>) with LESS_THAN."),
+    ("ksqlDB: an aggregate compared with a STRING in HAVING", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V "
+     "HAVING SUM(X) > '100';", "expression-type",
+     "Error in HAVING expression: Cannot compare SUM(X) (INTEGER) to '100' (STRING) with GREATER_THAN."),
+    ("ksqlDB: a BOOLEAN key in the KAFKA key format", "CREATE STREAM B (K BOOLEAN KEY, V INT) WITH (kafka_topic='b', "
+     "value_format='JSON');", "key-format", "Key format does not support schema.\nformat: KAFKA\nschema: "
+     "Persistence{columns=[`K` BOOLEAN KEY], features=[]}\nreason: The 'KAFKA' format does not support type 'BOOLEAN'"),
+    ("ksqlDB: a DECIMAL primary key in the KAFKA key format", "CREATE TABLE D (K DECIMAL(21, 19) PRIMARY KEY, V INT) "
+     "WITH (kafka_topic='d', value_format='JSON');", "key-format",
+     "columns=[`K` DECIMAL(21, 19) KEY], features=[]}\nreason: The 'KAFKA' format does not support type 'DECIMAL'"),
+    ("ksqlDB: two key columns in the KAFKA key format", "CREATE TABLE D (A INT PRIMARY KEY, B INT PRIMARY KEY, V INT) "
+     "WITH (kafka_topic='d', value_format='JSON');", "key-format",
+     "reason: The 'KAFKA' format only supports a single field. Got: [`A` INTEGER KEY, `B` INTEGER KEY]"),
+    ("ksqlDB: an ARRAY re-key in the KAFKA key format", "CREATE STREAM J AS SELECT * FROM L PARTITION BY ARRAY[X];",
+     "key-format", "The 'KAFKA' format does not support type 'ARRAY'"),
+    ("ksqlDB: a MAP grouping key, whatever the key format", "CREATE TABLE G WITH (key_format='JSON') AS SELECT "
+     "MAP('a' := X) AS M, COUNT(*) AS N FROM L GROUP BY MAP('a' := X);", "key-format",
+     "Map keys, including types that contain maps, are not supported"),
+    ("ksqlDB: one source twice under one name in an n-way join", "CREATE TABLE J AS SELECT T.ID, T.V, U.W FROM T JOIN U "
+     "ON T.ID = U.ID JOIN U ON T.ID = U.ID;", "duplicate-alias",
+     "N-way joins do not support multiple occurrences of the same source. Source: 'U'."),
+    ("a source joined to itself without aliases", "CREATE TABLE J AS SELECT T.V FROM T JOIN T ON T.ID = T.ID;",
+     "duplicate-alias", "T is joined twice under one name"),
+    ("ksqlDB: an INT added to a STRING", "CREATE STREAM J AS SELECT V, X + V AS S FROM L;", "expression-type",
+     "Error processing expression: (X + V). Unsupported arithmetic types. INTEGER STRING"),
+    ("ksqlDB: a BOOLEAN subtracted", "CREATE STREAM J AS SELECT V, (X > 1) - X AS S FROM L;", "expression-type",
+     "Unsupported arithmetic types. BOOLEAN INTEGER"),
     ("Lenses: STORE KEY AS a format keys are not written in", "INSERT INTO o STORE KEY AS PROTOBUF SELECT STREAM player "
      "FROM games;", "key-format", "key format PROTOBUF is not supported"),
     ("Lenses: an AVRO key on a windowed result", "INSERT INTO o STORE KEY AS AVRO SELECT STREAM player, COUNT(*) AS n "
@@ -408,6 +452,11 @@ ACCEPTED = [
     "WINDOW BY HOP 5m,1m GRACE BY 10s GROUP BY player;",
     "INSERT INTO o SELECT STREAM g.player, SUM(score) AS s FROM games AS g EVENTTIME BY g._value.startedAt "
     "GROUP BY SESSION(30,s), g.player;",
+    "CREATE STREAM B (K BOOLEAN KEY, V INT) WITH (kafka_topic='b', key_format='JSON', value_format='JSON');",
+    "CREATE TABLE D (A INT PRIMARY KEY, B INT PRIMARY KEY, V INT) WITH (kafka_topic='d', format='JSON');",
+    "CREATE STREAM J AS SELECT STRUCT(A := X, B := V) AS S, MAP(V := X) AS M, ROUND(X) AS R, SPLIT(V, '.') AS P FROM L;",
+    "CREATE STREAM J AS SELECT V, TIMESTAMPTOSTRING(ROWTIME, 'yyyy', 'UTC') AS Y, X + 1.5 AS D, V + V AS VV FROM L "
+    "WHERE V >= '2024' AND X = 2.5 AND ROWTIME > 0;",
 ]
 
 

@@ -5,8 +5,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ..errors import StatementError
-from ..plan.expressions import INTEGRAL, static_type
-from ..plan.functions import FUNCTIONS
+from ..plan.expressions import INTEGRAL, field_name, static_type
+from ..plan.functions import FUNCTIONS, TRANSLATED
 from ..plan.nodes import Ref
 from ..plan.types import spark_type
 from ..sql import ast
@@ -62,6 +62,10 @@ def compile_expr(e: ast.Expr) -> Column:
         return compile_expr(e.operand).cast(spark_type(e.type))
     if isinstance(e, ast.ArrayLiteral):
         return F.array(*[compile_expr(i) for i in e.items])
+    if isinstance(e, ast.StructLiteral):
+        return F.struct(*[compile_expr(value).alias(field_name(name)) for name, value in e.fields])
+    if isinstance(e, ast.MapLiteral):
+        return F.create_map(*[compile_expr(part) for entry in e.entries for part in entry])
     if isinstance(e, ast.Case):
         return _case(e)
     if isinstance(e, ast.Subscript):
@@ -95,7 +99,83 @@ def _call(e: ast.Call) -> Column:
     args = [compile_expr(a) for a in e.args]
     if e.name == "AS_VALUE" and len(args) == 1:  # ksqlDB: a key column's value, copied into the value
         return args[0]
+    if e.name in TRANSLATED:
+        return _TRANSLATIONS[e.name](e, *args)
     if e.name in ("SUBSTR", "SUBSTRING") and len(args) == 2:
         args.append(F.lit(2_147_483_647))
     name = FUNCTIONS.get(e.name, e.name.lower())
     return F.call_function(name, *args)
+
+
+# ------------------------------------------------------------------ ksqlDB's functions, in Spark SQL's terms
+
+def _spark(name: str, *args) -> Column:
+    return F.call_function(name, *args)
+
+
+def _zoned(ts: Column, zone) -> Column:
+    """A UTC instant shifted so that, written in the session's time zone (UTC), it reads as ``zone``'s clock."""
+    return ts if zone is None else F.from_utc_timestamp(ts, zone)
+
+
+def _unzoned(ts: Column, zone) -> Column:
+    """The inverse of ``_zoned``: a wall-clock time read in ``zone``, as the instant it names."""
+    return ts if zone is None else F.to_utc_timestamp(ts, zone)
+
+
+def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Column:
+    """ksqlDB's ROUND: ties go toward positive infinity (Java's ``Math.round``: ROUND(-1.5) is -1, not -2); an
+    integer, or a DOUBLE without places, becomes a BIGINT; a DOUBLE with places is rounded as its shortest
+    decimal text (``BigDecimal.valueOf``), and a DECIMAL keeps its type."""
+    kind = static_type(e.args[0])
+    if kind in INTEGRAL:
+        return value.cast("bigint")
+    if kind in ("double", "float") and places is None:
+        return F.floor(value + F.lit(0.5)).cast("bigint")
+    if kind.startswith("decimal") or kind in ("double", "float"):
+        digits = e.args[1].value if places is not None and isinstance(e.args[1], ast.Literal) else None
+        if places is not None and digits is None:  # places computed per row: in floating point
+            scale = F.pow(F.lit(10.0), places)
+            return F.floor(value * scale + F.lit(0.5)) / scale
+        exact = value.cast("string").cast("decimal(38,16)") if kind in ("double", "float") else value
+        scale = F.lit(10 ** (digits or 0)).cast("decimal(38,0)") if (digits or 0) >= 0 else None
+        if scale is None:  # negative places: to tens, hundreds ...
+            unit = F.lit(10 ** -digits).cast("decimal(38,0)")
+            rounded = F.floor(exact / unit + F.lit(0.5)) * unit
+        else:
+            rounded = F.floor(exact * scale + F.lit(0.5)) / scale
+        return rounded.cast("double" if kind in ("double", "float") else kind)
+    return F.round(value, *(() if places is None else (places,)))
+
+
+def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
+    """ksqlDB's SPLIT cuts at a literal delimiter (Spark's split takes a regular expression); an empty one cuts
+    between characters."""
+    literal = F.concat(F.lit("\\Q"), delimiter, F.lit("\\E"))
+    return F.when(delimiter == F.lit(""), _spark("split", text, F.lit(""))).otherwise(_spark("split", text, literal, F.lit(-1)))
+
+
+_TRANSLATIONS = {
+    "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_spark("timestamp_millis", ms), zone), fmt),
+    "STRINGTOTIMESTAMP": lambda e, text, fmt, zone=None: _spark("unix_millis", _unzoned(_spark("to_timestamp", text, fmt), zone)),
+    "FORMAT_TIMESTAMP": lambda e, ts, fmt, zone=None: _spark("date_format", _zoned(ts, zone), fmt),
+    "PARSE_TIMESTAMP": lambda e, text, fmt, zone=None: _unzoned(_spark("to_timestamp", text, fmt), zone),
+    "DATETOSTRING": lambda e, days, fmt: _spark("date_format", _spark("date_from_unix_date", days), fmt),
+    "STRINGTODATE": lambda e, text, fmt: _spark("unix_date", _spark("to_date", text, fmt)),
+    "FORMAT_DATE": lambda e, date, fmt: _spark("date_format", date, fmt),
+    "PARSE_DATE": lambda e, text, fmt: _spark("to_date", text, fmt),
+    "FROM_DAYS": lambda e, days: _spark("date_from_unix_date", days),
+    "UNIX_DATE": lambda e, date=None: _spark("unix_date", F.current_date() if date is None else date),
+    "UNIX_TIMESTAMP": lambda e, ts=None: _spark("unix_millis", F.current_timestamp() if ts is None else ts),
+    "EXTRACTJSONFIELD": lambda e, text, path: _spark("get_json_object", text, path),
+    "IS_JSON_STRING": lambda e, text: F.coalesce(_spark("try_parse_json", text).isNotNull(), F.lit(False)),
+    "JSON_KEYS": lambda e, text: _spark("json_object_keys", text),
+    "SPLIT": _split,
+    "RANDOM": lambda e: F.rand(),
+    "KSQL_ROUND": _ksql_round,
+    "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),
+    "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
+    "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
+        "array_join", array.cast("array<string>"),
+        F.lit(",") if delimiter is None else F.coalesce(delimiter, F.lit("")), F.lit("null")),
+}

@@ -15,7 +15,7 @@ from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import aggregate_type, is_function
+from .functions import aggregate_type, is_function, ksql_variants
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -67,7 +67,9 @@ class Binder:
             if window is not None:
                 select = replace(select, time_window=window, group_by=group_by)
         ksql = select.result_kind is None and style == "ksql" and declared_by(node, "ksql")  # ksqlDB's own refusals
-        _check_functions(select, ksql)
+        _check_functions(select, ksql, declared_by(node, "ksql"))
+        if declared_by(node, "ksql"):
+            select = _ksql_meanings(select)
         if isinstance(select.from_, ast.Join):
             node = _check_windowed_inputs(node, select.from_)
             scope = replace(scope, node=node)
@@ -436,15 +438,26 @@ def _ksql_unknown_column(clause: Optional[str]):
                              pos=err.pos) from None
 
 
-def _check_functions(select: ast.Select, ksql: bool) -> None:
+def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:
     """Refuse a call of a function no dialect and no Spark SQL function has (``plan.functions``), before Spark
-    would; ``ksql``: in ksqlDB's words."""
+    would; ``ksql``: in ksqlDB's words; ``ksql_inputs``: the query's inputs were all declared with ksqlDB's DDL."""
     clauses = [item.expr for item in select.items] + [select.where, select.having, *select.group_by]
     for clause in filter(None, clauses):
         for call in ex.walk(clause):
-            if isinstance(call, ast.Call) and not is_function(call.name):
+            if isinstance(call, ast.Call) and not is_function(call.name, ksql_inputs):
                 raise StatementError(f"Can't find any functions with the name '{call.name}'" if ksql
                                      else f"unknown function {call.name}", rule="unknown-function", pos=call.pos)
+
+
+def _ksql_meanings(select: ast.Select) -> ast.Select:
+    """``select`` with every call of a name ksqlDB gives its own meaning made a call of that meaning
+    (``functions.ksql_variants``)."""
+    def each(exprs):
+        return tuple(ksql_variants(e) for e in exprs)
+
+    return replace(select, items=tuple(replace(i, expr=ksql_variants(i.expr)) for i in select.items),
+                   where=select.where and ksql_variants(select.where), having=select.having and ksql_variants(select.having),
+                   group_by=each(select.group_by), partition_by=each(select.partition_by))
 
 
 def _aggregate_operator(input_: PlanNode, window) -> str:

@@ -70,6 +70,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     connector = str(props.get("connector", "kafka")).lower()
     value_format = value_format_of(props, stmt.pos)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos)
+    if stmt.dialect == "ksql":
+        check_key_columns(key_format_of(props, style), [(c.name, c.type) for c in columns if c.origin == "key"], stmt.pos)
     changelog = value_format.lower() if value_format.lower() in CHANGELOG_FORMATS else None
     kind = _kind(stmt, style, connector, changelog, key_columns)
     if changelog and not key_columns:
@@ -410,6 +412,36 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
             check_columns(columns)
         except ValueError as err:
             raise StatementError(f"{name}: {err}", rule="value-format", pos=pos) from None
+
+
+def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, declared: bool = True) -> None:
+    """Refuse, in ksqlDB's words, key columns ksqlDB's key serde cannot hold: a key that is or holds a MAP
+    (``GenericKeySerDe``), and with the KAFKA key format anything but one INT, BIGINT, DOUBLE, STRING or
+    BYTES column (``KafkaSerdeFactory``). A query's result (not ``declared``) may have several key columns
+    (DIALECT: a RIGHT or FULL foreign-key join is keyed by both tables' keys); only their types are checked."""
+    from ..connectors.formats import KAFKA_VALUE_TYPES
+    from .types import ksql_type_name
+
+    for name, type_ in columns:
+        if "map<" in type_.lower():
+            raise StatementError(
+                "Map keys, including types that contain maps, are not supported as they may lead to unexpected "
+                f"behavior due to inconsistent serialization. Key column name: `{name}`. Column type: "
+                f"{ksql_type_name(type_)}. See https://github.com/confluentinc/ksql/issues/6621 for more.",
+                rule="key-format", pos=pos)
+    if key_format != "KAFKA" or not columns:
+        return
+    listed = "[" + ", ".join(f"`{name}` {ksql_type_name(type_)} KEY" for name, type_ in columns) + "]"
+    unsupported = [type_ for _, type_ in columns if type_.lower() not in KAFKA_VALUE_TYPES]
+    if len(columns) > 1 and declared:
+        reason = f"The 'KAFKA' format only supports a single field. Got: {listed}"
+    elif unsupported:
+        base = ksql_type_name(unsupported[0]).split("<")[0].split("(")[0]
+        reason = f"The 'KAFKA' format does not support type '{base}'"
+    else:
+        return
+    raise StatementError(f"Key format does not support schema.\nformat: KAFKA\nschema: Persistence{{columns={listed}, "
+                         f"features=[]}}\nreason: {reason}", rule="key-format", pos=pos)
 
 
 def _find(columns: list[ColumnInfo], name: str) -> Optional[ColumnInfo]:

@@ -73,11 +73,17 @@ def is_aggregate(e: ast.Expr) -> bool:
 
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _ARITHMETIC = ("+", "-", "*", "/", "%")
+_LOGICAL = ("=", "<>", "<", "<=", ">", ">=", "<=>", "AND", "OR")
+
+
+def field_name(name: ast.Ident) -> str:
+    """The name a ``STRUCT(name := ...)`` field gets: as written when quoted, else upper-cased (ksqlDB)."""
+    return name.text if name.quoted else name.text.upper()
 
 
 def static_type(e: ast.Expr) -> str:
     """The Spark type of ``e`` where the plan knows it without Spark: a resolved column's, a literal's, a CAST's,
-    and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a DOUBLE or
+    a predicate's (BOOLEAN), an array literal's (by its first element), and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a DOUBLE or
     FLOAT it is DOUBLE; ``+`` with a string is a string: ksqlDB concatenates), calls whose signature fixes their
     type (``functions.call_type``), struct fields; "" where it does not."""
     from .nodes import Ref
@@ -89,6 +95,20 @@ def static_type(e: ast.Expr) -> str:
         if e.kind == "integer":
             return "int" if -2**31 <= e.value < 2**31 else "bigint"
         return {"string": "string", "boolean": "boolean"}.get(e.kind, "")
+    if isinstance(e, ast.BinaryOp) and e.op in _LOGICAL or isinstance(e, (ast.IsNull, ast.Between, ast.InList, ast.Like)):
+        return "boolean"
+    if isinstance(e, ast.UnaryOp) and e.op == "NOT":
+        return "boolean"
+    if isinstance(e, ast.ArrayLiteral) and e.items:
+        element = static_type(e.items[0])
+        return f"array<{element}>" if element else ""
+    if isinstance(e, ast.StructLiteral):
+        types = [static_type(value) for _, value in e.fields]
+        return ("struct<" + ",".join(f"`{field_name(name)}`:{t}" for (name, _), t in zip(e.fields, types)) + ">"
+                if all(types) else "")
+    if isinstance(e, ast.MapLiteral) and e.entries:
+        key, value = static_type(e.entries[0][0]), static_type(e.entries[0][1])
+        return f"map<{key},{value}>" if key and value else ""
     if isinstance(e, ast.Cast):
         return spark_type(e.type)
     if isinstance(e, ast.UnaryOp) and e.op == "-":

@@ -1,10 +1,16 @@
-"""Which function names a query may call: each dialect's names that map onto Spark SQL's (``FUNCTIONS``), the
-aggregates, the window functions the planner itself reads, and Spark SQL's own built-in functions (a name no
-dialect maps is called by its own name). A call of any other name is refused when the query is planned, not
-when Spark starts it.
+"""Which function names a query may call: each dialect's names that map onto Spark SQL's (``FUNCTIONS``),
+ksqlDB's functions that lowering translates (``TRANSLATED``, with the argument counts they take; ``KSQL_VARIANTS``
+for names ksqlDB means otherwise than Spark and Flink), the aggregates, the window functions the planner itself
+reads, and Spark SQL's own built-in functions (a name no dialect maps is called by its own name). A call of any
+other name is refused when the query is planned, not when Spark starts it; so is a translated function called
+with a number of arguments it does not take (``validate.rules``). Result types where a signature fixes them
+(``call_type``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..sql import ast
 from . import expressions as ex
 
 # dialect function name -> Spark SQL function name
@@ -14,12 +20,32 @@ FUNCTIONS = {
     "IFNULL": "coalesce", "NVL": "coalesce", "UCASE": "upper", "UPPER": "upper", "LCASE": "lower",
     "LOWER": "lower", "TRIM": "trim", "LTRIM": "ltrim", "RTRIM": "rtrim", "FLATTEN": "flatten",
     "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil", "CEILING": "ceil", "SQRT": "sqrt",
-    "ARRAY_LENGTH": "size", "CARDINALITY": "size", "SIZE": "size", "REPLACE": "replace", "SPLIT": "split",
+    "ARRAY_LENGTH": "size", "CARDINALITY": "size", "SIZE": "size", "REPLACE": "replace",
     "MOD": "mod", "POWER": "power", "EXP": "exp", "LN": "ln", "SIGN": "sign", "GREATEST": "greatest",
     "LEAST": "least", "INSTR": "instr", "LPAD": "lpad", "RPAD": "rpad", "REGEXP_REPLACE": "regexp_replace",
     "ARRAY_CONTAINS": "array_contains", "EXPLODE": "explode", "NULLIF": "nullif", "INITCAP": "initcap",
-    "UNIX_TIMESTAMP": "unix_millis",
 }
+
+# ksqlDB's scalar functions that Spark SQL lacks, or has under the same name with another meaning (a regular
+# expression for a literal delimiter, seconds for milliseconds): ``lower.expressions`` translates each (dialect
+# name -> (fewest, most arguments))
+TRANSLATED = {
+    "TIMESTAMPTOSTRING": (2, 3), "STRINGTOTIMESTAMP": (2, 3), "FORMAT_TIMESTAMP": (2, 3), "PARSE_TIMESTAMP": (2, 3),
+    "DATETOSTRING": (2, 2), "STRINGTODATE": (2, 2), "FORMAT_DATE": (2, 2), "PARSE_DATE": (2, 2), "FROM_DAYS": (1, 1),
+    "UNIX_DATE": (0, 1), "UNIX_TIMESTAMP": (0, 1), "EXTRACTJSONFIELD": (2, 2), "IS_JSON_STRING": (1, 1),
+    "JSON_KEYS": (1, 1), "SPLIT": (2, 2), "RANDOM": (0, 0),
+}
+# a name whose ksqlDB meaning differs from Spark's and from the other dialects': in a query over inputs all
+# declared with ksqlDB's DDL a call of it is planned as a call of its variant (``ksql_variants``), which only
+# ``lower.expressions`` knows how to run; no query can name a variant itself
+KSQL_VARIANTS = {
+    "ROUND": "KSQL_ROUND",  # ties toward positive infinity (Java's Math.round); ROUND(DOUBLE) is a BIGINT
+    "FROM_UNIXTIME": "KSQL_FROM_UNIXTIME",  # milliseconds to a TIMESTAMP (Flink's and Spark's: seconds to text)
+    "CONVERT_TZ": "KSQL_CONVERT_TZ",  # a TIMESTAMP from one zone's wall clock to another's (Flink's: text)
+    "ARRAY_JOIN": "KSQL_ARRAY_JOIN",  # ',' by default; a NULL element is written "null" (Flink's skips it)
+}
+TRANSLATED.update({"KSQL_ROUND": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
+                   "KSQL_ARRAY_JOIN": (1, 2)})
 
 # read by the planner itself: Flink's group windows and their auxiliary functions, PROCTIME(), ksqlDB's AS_VALUE
 PLANNED = {"TUMBLE", "HOP", "SESSION", "CUMULATE", "PROCTIME", "AS_VALUE"} | {
@@ -103,6 +129,12 @@ RESULT_TYPES = {
                      "REPLACE", "LPAD", "RPAD", "REGEXP_REPLACE", "INITCAP"), "string"),
     **dict.fromkeys(("SQRT", "EXP", "LN", "POWER"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
+    **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
+                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID"), "string"),
+    "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
+    "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
+    "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
+    "SPLIT": "array<string>", "RANDOM": "double",
 }
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST", "LEAST"})
@@ -112,6 +144,11 @@ def call_type(name: str, argument_types: list[str]) -> str:
     """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
+    if name == "KSQL_ROUND" and argument_types:  # ksqlDB's Round UDF: a whole number is a BIGINT
+        first = argument_types[0]
+        if first in ("tinyint", "smallint", "int", "bigint") or (first in ("double", "float") and len(argument_types) == 1):
+            return "bigint"
+        return "double" if first in ("double", "float") else first
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
     return ""
@@ -137,6 +174,31 @@ def aggregate_type(name: str, argument_type: str, style: str) -> str:
     return argument_type
 
 
-def is_function(name: str) -> bool:
-    """Whether a call of ``name`` (upper-cased as parsed) is a function a query may call."""
-    return name in FUNCTIONS or name in PLANNED or name in ex.AGGREGATES or name.lower() in SPARK_FUNCTIONS
+def is_function(name: str, ksql_inputs: bool = False) -> bool:
+    """Whether a call of ``name`` (upper-cased as parsed) is a function a query may call (``ksql_inputs``: one
+    whose inputs were all declared with ksqlDB's DDL, where ksqlDB's own meanings apply)."""
+    if name in KSQL_VARIANTS.values():
+        return False
+    known = (name in FUNCTIONS or name in TRANSLATED or name in PLANNED or name in ex.AGGREGATES
+             or name.lower() in SPARK_FUNCTIONS)
+    return known or (ksql_inputs and name in KSQL_VARIANTS)
+
+
+def arity_problem(call) -> str | None:
+    """What is wrong with the number of arguments of a call of a translated function, in ksqlDB's words (its
+    types as ksqlDB names them), or None."""
+    fewest, most = TRANSLATED.get(call.name, (0, 1 << 30))
+    if fewest <= len(call.args) <= most:
+        return None
+    from .types import ksql_type_name
+
+    types = ", ".join(ksql_type_name(ex.static_type(a)) or "NULL" for a in call.args)
+    name = next((k for k, v in KSQL_VARIANTS.items() if v == call.name), call.name)
+    return f"Function '{name}' does not accept parameters ({types})."
+
+
+def ksql_variants(e):
+    """``e`` with every call of a name ksqlDB means otherwise (``KSQL_VARIANTS``) made a call of its variant."""
+    return ex.transform(e, lambda node: replace(node, name=KSQL_VARIANTS[node.name],
+                                                args=tuple(ksql_variants(a) for a in node.args))
+                        if isinstance(node, ast.Call) and node.name in KSQL_VARIANTS else None)

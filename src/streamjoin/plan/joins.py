@@ -51,6 +51,22 @@ if TYPE_CHECKING:
 COMPARISONS = {"<", "<=", ">", ">="}
 
 
+def _check_alias_repeated(item: ast.Join, left: Scope, ksql: bool) -> None:
+    """Refuse a source joined under a name the join's left side already uses (``T JOIN U ... JOIN U``): its
+    columns could not be told apart. A source joined to itself under two aliases is a self-join (DIALECT)."""
+    if not isinstance(item.right, ast.Relation):
+        return
+    alias = (item.right.alias or item.right.name).text
+    used = {f.qualifier.casefold() for f in left.node.fields if f.qualifier}
+    if alias.casefold() not in used:
+        return
+    if ksql and len(used) > 1:
+        message = f"N-way joins do not support multiple occurrences of the same source. Source: '{alias.upper()}'."
+    else:
+        message = f"{alias} is joined twice under one name: give each occurrence its own alias"
+    raise StatementError(message, rule="duplicate-alias", pos=item.right.pos)
+
+
 def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder: "Binder") -> Scope:
     right = right_scope
     if isinstance(item.right, ast.LateralTable):
@@ -61,6 +77,7 @@ def bind_join(item: ast.Join, left: Scope, right_scope: Optional[Scope], binder:
     input_keys = left.input_keys + right.input_keys
     both = Scope(_concat(left.node, right.node), left.merged + right.merged, input_keys)
     ksql_syntax = binder.plain_select and declared_by(both.node, "ksql")  # ksqlDB's analysis and refusals apply
+    _check_alias_repeated(item, left, ksql_syntax)
     merged: tuple = ()
     pairs: list[tuple[ast.Expr, ast.Expr]] = []
     if item.using is not None or item.natural:

@@ -403,7 +403,11 @@ def expr_text(e: Optional[ast.Expr]) -> str:
     if isinstance(e, ast.Cast):
         return f"CAST({expr_text(e.operand)} AS {e.type.name})"
     if isinstance(e, ast.ArrayLiteral):
-        return "[" + ", ".join(expr_text(i) for i in e.items) + "]"
+        return "ARRAY[" + ", ".join(expr_text(i) for i in e.items) + "]"
+    if isinstance(e, ast.StructLiteral):
+        return "STRUCT(" + ", ".join(f"{name.text}:={expr_text(v)}" for name, v in e.fields) + ")"
+    if isinstance(e, ast.MapLiteral):
+        return "MAP(" + ", ".join(f"{expr_text(k)}:={expr_text(v)}" for k, v in e.entries) + ")"
     if isinstance(e, ast.Star):
         return f"{e.qualifier.text}.*" if e.qualifier else "*"
     if isinstance(e, ast.Subscript):

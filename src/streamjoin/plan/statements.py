@@ -13,12 +13,12 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_value_columns, key_format_of, lenses_format, partitions_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_key_columns, check_value_columns, key_format_of, lenses_format, partitions_of,
     properties_dict, source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
-from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, walk
+from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
 
 
@@ -234,6 +234,9 @@ class StatementPlanner:
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
+            if style == "ksql" and declared_by(plan, "ksql"):
+                check_key_columns(target.key_format, [(c.name, c.type) for c in target.columns if c.origin == "key"],
+                                  name.pos, declared=False)
             if target.key_format == "AVRO" and target.window is not None:
                 raise StatementError("an AVRO key is not written with a window yet: store a windowed result's key "
                                      "as JSON or STRING", rule="key-format", pos=name.pos)

@@ -51,6 +51,26 @@ def inner_type(spark: str, field: str | None = None) -> str:
     return ""
 
 
+_KSQL_NAMES = {"int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
+
+
+def ksql_type_name(spark: str) -> str:
+    """A Spark DDL type as ksqlDB prints it: ``map<string,int>`` -> ``MAP<STRING, INTEGER>``,
+    ``struct<`f`:int>`` -> ``STRUCT<`F` INTEGER>``; "" stays ""."""
+    text = spark.strip()
+    low = text.lower()
+    for kind in ("array", "map", "struct"):
+        if low.startswith(kind + "<") and low.endswith(">"):
+            parts = _top_level(text[len(kind) + 1:-1])
+            if kind == "struct":
+                fields = [p.split(":", 1) for p in parts]
+                return "STRUCT<" + ", ".join(f"`{n.strip().strip('`').upper()}` {ksql_type_name(t)}" for n, t in fields) + ">"
+            return f"{kind.upper()}<" + ", ".join(ksql_type_name(p) for p in parts) + ">"
+    if low.startswith("decimal(") and low.endswith(")"):  # SqlDecimal's text: DECIMAL(10, 2)
+        return "DECIMAL(" + ", ".join(p.strip() for p in text[8:-1].split(",")) + ")"
+    return _KSQL_NAMES.get(low, text.upper())
+
+
 def _top_level(text: str) -> list[str]:
     """``text`` split at the commas outside <>, () and backticks."""
     parts, depth, quoted, start = [], 0, False, 0

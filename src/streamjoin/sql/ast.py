@@ -203,6 +203,22 @@ class ArrayLiteral(Expr):
 
 
 @dataclass(frozen=True)
+class StructLiteral(Expr):
+    """ksqlDB's ``STRUCT(name := value, ...)``."""
+
+    fields: tuple[tuple[Ident, Expr], ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class MapLiteral(Expr):
+    """ksqlDB's ``MAP(key := value, ...)``."""
+
+    entries: tuple[tuple[Expr, Expr], ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class Case(Expr):
     """Searched CASE (``operand`` None) or simple CASE."""
 

@@ -98,7 +98,7 @@ class AstBuilder(Transformer):
     def _sequence(self, meta, *children) -> tuple:
         return children
 
-    table_elements = select_list = expr_list = ident_list = _sequence
+    table_elements = select_list = expr_list = ident_list = call_args = _sequence
 
     def _inner(self, meta, child):
         """A clause whose value is its one child: ``AS alias``, ``OVER (spec)``, ``GRACE PERIOD d``, ..."""
@@ -681,7 +681,25 @@ class AstBuilder(Transformer):
         return node
 
     def function_call(self, meta, name, distinct, args):
-        return ast.Call(name.text.upper(), args or (), distinct=bool(distinct), pos=self._pos(meta))
+        args = tuple(args or ())
+        named = [a for a in args if isinstance(a, tuple)]
+        called = name.text.upper()
+        if named and (len(named) != len(args) or called not in ("STRUCT", "MAP") or distinct):
+            raise self._invalid("'name := value' arguments are only for the STRUCT(...) and MAP(...) constructors", meta,
+                                ("STRUCT(name := value, ...)", "MAP(key := value, ...)"))
+        if named and called == "STRUCT":  # ksqlDB's STRUCT(f := expr, ...)
+            fields = []
+            for field, value in named:
+                if not isinstance(field, ast.Column) or field.qualifier is not None:
+                    raise self._invalid("a STRUCT field's name must be a plain name", meta, ("identifier",))
+                fields.append((field.name, value))
+            return ast.StructLiteral(tuple(fields), pos=self._pos(meta))
+        if named:  # ksqlDB's MAP(key := value, ...)
+            return ast.MapLiteral(tuple(named), pos=self._pos(meta))
+        return ast.Call(called, args, distinct=bool(distinct), pos=self._pos(meta))
+
+    def named_arg(self, meta, name, value):
+        return (name, value)
 
     def star_call(self, meta, name):
         return ast.Call(name.text.upper(), star=True, pos=self._pos(meta))

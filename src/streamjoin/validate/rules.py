@@ -1,14 +1,15 @@
-"""Refusal rules, checked in order on every join of a plan before anything runs.
+"""Refusal rules, checked in order on every join of a plan before anything runs, then the checks of the plan
+as a whole (static tables, event times, the types of its expressions).
 
-Each rule is a function ``(join) -> message or None`` registered with a stable name; the first rule that
+Each join rule is a function ``(join) -> message or None`` registered with a stable name; the first rule that
 returns a message refuses the statement, naming the rule and the join's position.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Callable, Optional
 
-from ..connectors.formats import split_type_args
 from ..errors import StatementError
 from ..plan.ddl import declared_key_format
 from ..operators import pair_condition
@@ -16,7 +17,13 @@ from ..plan import expressions as ex
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
-from ..plan.nodes import EXISTENCE, Aggregate, Join, PlanNode, Ref, Scan, base_scan, declared_by, expr_text, naming_style, walk
+from ..plan.types import ksql_type_name
+from ..plan.functions import arity_problem
+from ..plan.nodes import (
+    EXISTENCE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, base_scan, declared_by, expr_text,
+    naming_style, walk,
+)
+from ..sql import ast
 
 Rule = Callable[[Join], Optional[str]]
 RULES: list[tuple[str, Rule]] = []
@@ -41,6 +48,115 @@ def validate(plan: PlanNode) -> None:
     _check_static_tables(plan, joins)
     _check_kafka_value_grouping(plan)
     _check_event_times(plan)
+    _check_expressions(plan)
+
+
+def _node_expressions(node: PlanNode):
+    """(clause, expression) of each expression ``node`` computes: clause is WHERE or HAVING for a filter's
+    predicate, else None."""
+    if isinstance(node, Filter):
+        yield node.where, node.predicate
+    elif isinstance(node, (Project, Aggregate)):
+        for _, e in getattr(node, "items", ()) + getattr(node, "groups", ()) + getattr(node, "aggregates", ()):
+            yield None, e
+    elif isinstance(node, Lateral):
+        yield None, node.expr
+    elif isinstance(node, Repartition):
+        for e in node.by:
+            yield None, e
+    elif isinstance(node, Join) and node.condition is not None:
+        yield None, node.condition
+
+
+def _check_expressions(plan: PlanNode) -> None:
+    """Calls of translated functions with a number of arguments they do not take, and, over inputs declared
+    with ksqlDB's DDL, what ksqlDB's type checker refuses (``ExpressionTypeManager``): comparisons of values
+    ksqlDB cannot compare and arithmetic on what is not a number (``+`` of two strings concatenates them).
+    Operands whose type the plan does not know are let through."""
+    ksql = declared_by(plan, "ksql")
+    texts = _ksql_column_texts(plan)
+    for node in walk(plan):
+        for clause, expression in _node_expressions(node):
+            for e in ex.walk(expression):
+                problem = _expression_problem(e, texts) if ksql else None
+                if problem is None and isinstance(e, ast.Call):
+                    problem = arity_problem(e)
+                    if problem is not None and not ksql:
+                        problem = f"{e.name} does not take {len(e.args)} argument(s)"
+                if problem is not None:
+                    if ksql and clause in ("WHERE", "HAVING"):
+                        problem = f"Error in {clause} expression: {problem}"
+                    raise StatementError(problem, rule="expression-type", pos=getattr(e, "pos", None))
+
+
+_COMPARISONS = {"=": "EQUAL", "<>": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_THAN_OR_EQUAL", ">": "GREATER_THAN",
+                ">=": "GREATER_THAN_OR_EQUAL", "<=>": "IS_NOT_DISTINCT_FROM"}
+_EQUALITIES = ("=", "<>", "<=>")
+
+
+_BASE_TYPES = ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "STRING", "BOOLEAN", "ARRAY", "MAP", "STRUCT", "DATE",
+               "TIMESTAMP", "TIME", "BYTES")
+
+
+def _base_type(spark_type: str) -> str:
+    """ksqlDB's base type of a Spark type (INTEGER, BIGINT, DOUBLE, DECIMAL, STRING, ARRAY, ...); "" if unknown."""
+    name = ksql_type_name(spark_type).split("<")[0].split("(")[0]
+    name = "DOUBLE" if name == "FLOAT" else name
+    return name if name in _BASE_TYPES else ""
+
+
+def _comparable(left: str, op: str, right: str) -> bool:
+    """ksqlDB's ``ComparisonUtil``: which base types compare, and with which operators."""
+    numbers = ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL")
+    if left in numbers:
+        return right in numbers
+    if left == "STRING":
+        return right in ("STRING", "DATE", "TIMESTAMP", "TIME")
+    if left in ("DATE", "TIMESTAMP"):
+        return right in ("DATE", "TIMESTAMP", "STRING")
+    if left in ("BOOLEAN", "ARRAY", "MAP", "STRUCT"):
+        return right == left and op in _EQUALITIES
+    return right == left
+
+
+def _ksql_column_texts(plan: PlanNode) -> dict:
+    """Column id -> how ksqlDB's messages write the column: an aggregate as its call (``SUM(V)``), a column of
+    a join's input as ``ALIAS_NAME`` (ksqlDB's names inside a join), any other by its name."""
+    joined = any(isinstance(n, Join) for n in walk(plan))
+    texts = {}
+    for node in walk(plan):
+        for f in node.fields:
+            name = f.name.upper()
+            texts[f.id] = f"{f.qualifier.upper()}_{name}" if joined and f.qualifier else name
+    for node in walk(plan):
+        if isinstance(node, Aggregate):
+            for f, call in node.aggregates:
+                texts[f.id] = _ksql_text_of(call, texts)
+    return texts
+
+
+def _ksql_text_of(e, texts: dict) -> str:
+    """``e`` written as ksqlDB writes an expression in a message, its columns named as ``texts`` says."""
+    return expr_text(ex.transform(e, lambda node: replace(node, name=texts.get(node.id, node.name))
+                                  if isinstance(node, Ref) else None))
+
+
+def _expression_problem(e, texts: dict) -> Optional[str]:
+    """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
+    if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
+        return None
+    types = ex.static_type(e.left), ex.static_type(e.right)
+    if not all(map(_base_type, types)):
+        return None
+    if e.op in _COMPARISONS:
+        if _comparable(_base_type(types[0]), e.op, _base_type(types[1])):
+            return None
+        return (f"Cannot compare {_ksql_text_of(e.left, texts)} ({ksql_type_name(types[0])}) to "
+                f"{_ksql_text_of(e.right, texts)} ({ksql_type_name(types[1])}) with {_COMPARISONS[e.op]}.")
+    bases = [_base_type(t) for t in types]
+    if all(b in ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL") for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
+        return None
+    return f"Error processing expression: {_ksql_text_of(e, texts)}. Unsupported arithmetic types. {bases[0]} {bases[1]}"
 
 
 def _check_event_times(plan: PlanNode) -> None:
@@ -192,10 +308,10 @@ def join_key_types(join: Join) -> Optional[str]:
     ksql = _ksql(join)
     for left, right in zip(join.left_side.keys, join.right_side.keys):
         types = [t for t in (ex.static_type(left), ex.static_type(right)) if t]
-        if len(types) == 2 and (_ksql_type(types[0]) != _ksql_type(types[1]) if ksql
+        if len(types) == 2 and (ksql_type_name(types[0]) != ksql_type_name(types[1]) if ksql
                                 else _type_kind(types[0]) != _type_kind(types[1])):
-            return (f"Invalid join condition: types don't match. Got {_ksql_text(left)}{{{_ksql_type(types[0])}}} = "
-                    f"{_ksql_text(right)}{{{_ksql_type(types[1])}}}.")
+            return (f"Invalid join condition: types don't match. Got {_ksql_text(left)}{{{ksql_type_name(types[0])}}} = "
+                    f"{_ksql_text(right)}{{{ksql_type_name(types[1])}}}.")
     return None
 
 
@@ -212,12 +328,11 @@ def join_key_map(join: Join) -> Optional[str]:
             name = _ksql_text(left).replace(".", "_")
             return ("Map keys, including types that contain maps, are not supported as they may lead to unexpected "
                     f"behavior due to inconsistent serialization. Key column name: `{name}`. Column type: "
-                    f"{_ksql_type(t)}. See https://github.com/confluentinc/ksql/issues/6621 for more.")
+                    f"{ksql_type_name(t)}. See https://github.com/confluentinc/ksql/issues/6621 for more.")
     return None
 
 
 _NUMBERS = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
-_KSQL_TYPES = {"int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
 
 
 @rule("key-formats-differ")
@@ -238,21 +353,6 @@ def _type_kind(spark_type: str) -> str:
     """A Spark DDL type's kind: 'number', or the type's name without parameters (string, array, ...)."""
     name = spark_type.split("(")[0].split("<")[0].strip().lower()
     return "number" if name in _NUMBERS else name
-
-
-def _ksql_type(spark_type: str) -> str:
-    """A Spark DDL type as ksqlDB prints it: ``map<string,int>`` -> ``MAP<STRING, INTEGER>``,
-    ``struct<`f`:int>`` -> ``STRUCT<`F` INTEGER>``."""
-    text = spark_type.strip()
-    low = text.lower()
-    for kind in ("array", "map", "struct"):
-        if low.startswith(kind + "<") and low.endswith(">"):
-            parts = split_type_args(text[len(kind) + 1:-1])
-            if kind == "struct":
-                fields = [p.split(":", 1) for p in parts]
-                return "STRUCT<" + ", ".join(f"`{n.strip('`').upper()}` {_ksql_type(t)}" for n, t in fields) + ">"
-            return f"{kind.upper()}<" + ", ".join(_ksql_type(p) for p in parts) + ">"
-    return _KSQL_TYPES.get(low, text.upper())
 
 
 def _ksql_text(e) -> str:
