@@ -117,7 +117,7 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
         source = scan.source
         columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
         fits = (source.value_format == "JSON" and not source.changelog_format and not unwrapped_value(source)
-                and decodable(list(columns)))
+                and decodable(list(columns)) and not (coerces(source) and any(t in TIMES for _, t in columns)))
         by_topic.setdefault(source.topic, set()).add(columns if fits else None)
     return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
             if len(kinds) == 1 and None not in kinds]
@@ -176,6 +176,7 @@ def _value_parser(source) -> Column:
 
 
 COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
+TIMES = ("timestamp", "date")  # read by ksqlDB from numbers: epoch milliseconds, epoch days
 REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
 
 
@@ -188,18 +189,25 @@ def coerces(source) -> bool:
 def _ksql_coerced(text: Column, columns) -> Column:
     """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number column takes a JSON number
     (an integer column its whole part) or a string holding one (``"22"``), a STRING column any scalar as its
-    text. Numbers are parsed as text and then converted; a field that does not convert makes the record bad,
+    text, a TIMESTAMP a number of milliseconds since 1970 and a DATE one of days (or, as other readers take
+    them, their text). Numbers are parsed as text and then converted; a field that does not convert makes the record bad,
     with ``REASON`` naming the field, its value and the column's type."""
-    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED else c.type}" for c in columns) or "`__none` string"
+    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED + TIMES else c.type}" for c in columns) or "`__none` string"
     parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
     fields, reasons = [], []
     for c in columns:
         raw = parsed.getField(c.name)
-        if c.type not in COERCED:
+        if c.type not in COERCED + TIMES:
             fields.append(raw.alias(c.name))
             continue
-        value = raw.try_cast(c.type)
-        if c.type not in ("float", "double"):  # a fraction: its whole part (Jackson's intValue / asLong)
+        if c.type == "timestamp":  # epoch milliseconds (``JsonSerdeUtils.toTimestamp``), or a timestamp's text
+            value = F.coalesce(F.timestamp_millis(raw.try_cast("bigint")),
+                               F.to_timestamp(raw, JSON_READ_OPTIONS["timestampFormat"]))
+        elif c.type == "date":  # days since 1970-01-01 (``toDate``), or a date's text
+            value = F.coalesce(F.date_from_unix_date(raw.try_cast("int")), F.to_date(raw, "yyyy-MM-dd"))
+        else:
+            value = raw.try_cast(c.type)
+        if c.type in ("tinyint", "smallint", "int", "bigint"):  # a fraction: its whole part (Jackson's intValue / asLong)
             value = F.coalesce(value, raw.try_cast("double").try_cast(c.type))
         fields.append(value.alias(c.name))
         reasons.append(F.when(raw.isNotNull() & value.isNull(), F.concat(

@@ -123,6 +123,11 @@ def _unzoned(ts: Column, zone) -> Column:
     return ts if zone is None else F.to_utc_timestamp(ts, zone)
 
 
+def _instant(e: ast.Call, value: Column) -> Column:
+    """TIMESTAMPTOSTRING's first argument as a TIMESTAMP: milliseconds since 1970, or a TIMESTAMP already."""
+    return value if static_type(e.args[0]) == "timestamp" else _spark("timestamp_millis", value)
+
+
 def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Column:
     """ksqlDB's ROUND: ties go toward positive infinity (Java's ``Math.round``: ROUND(-1.5) is -1, not -2); an
     integer, or a DOUBLE without places, becomes a BIGINT; a DOUBLE with places is rounded as its shortest
@@ -156,7 +161,7 @@ def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
 
 
 _TRANSLATIONS = {
-    "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_spark("timestamp_millis", ms), zone), fmt),
+    "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_instant(e, ms), zone), fmt),
     "STRINGTOTIMESTAMP": lambda e, text, fmt, zone=None: _spark("unix_millis", _unzoned(_spark("to_timestamp", text, fmt), zone)),
     "FORMAT_TIMESTAMP": lambda e, ts, fmt, zone=None: _spark("date_format", _zoned(ts, zone), fmt),
     "PARSE_TIMESTAMP": lambda e, text, fmt, zone=None: _unzoned(_spark("to_timestamp", text, fmt), zone),
