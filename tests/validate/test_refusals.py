@@ -331,6 +331,17 @@ REFUSED = [
      "N-way joins do not support multiple occurrences of the same source. Source: 'U'."),
     ("a source joined to itself without aliases", "CREATE TABLE J AS SELECT T.V FROM T JOIN T ON T.ID = T.ID;",
      "duplicate-alias", "T is joined twice under one name"),
+    ("ksqlDB: a sink's TIMESTAMP property naming no column", "CREATE STREAM J WITH (timestamp='nope') AS SELECT ID, X "
+     "FROM L;", "unknown-column", "The TIMESTAMP column set in the WITH clause does not exist in the schema: 'NOPE'"),
+    ("ksqlDB: a sink's TIMESTAMP column of type INT", "CREATE STREAM J WITH (timestamp='x') AS SELECT ID, X FROM L;",
+     "timestamp-column", "Timestamp column, `X`, should be LONG(INT64), TIMESTAMP, or a String with a timestamp_format "
+     "specified"),
+    ("ksqlDB: a source's TIMESTAMP column of type STRING without a format", "CREATE STREAM S2 (ID INT KEY, T STRING) "
+     "WITH (kafka_topic='s2', value_format='JSON', timestamp='t');", "timestamp-column",
+     "Timestamp column, `T`, should be LONG(INT64)"),
+    ("ksqlDB: a TIMESTAMP column held as text, not read yet", "CREATE STREAM S2 (ID INT KEY, T STRING) WITH "
+     "(kafka_topic='s2', value_format='JSON', timestamp='t', timestamp_format='yyyy-MM-dd');", "not-yet-supported",
+     "TIMESTAMP_FORMAT"),
     ("ksqlDB: an INT added to a STRING", "CREATE STREAM J AS SELECT V, X + V AS S FROM L;", "expression-type",
      "Error processing expression: (X + V). Unsupported arithmetic types. INTEGER STRING"),
     ("ksqlDB: a BOOLEAN subtracted", "CREATE STREAM J AS SELECT V, (X > 1) - X AS S FROM L;", "expression-type",

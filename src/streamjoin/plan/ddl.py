@@ -473,8 +473,23 @@ def _event_time(stmt: ast.CreateSource, props: dict, columns: list[ColumnInfo], 
         col = _find(columns, str(ts))
         if col is None:
             raise StatementError(f"TIMESTAMP property names {ts}, which is not a column", rule="unknown-column", pos=stmt.pos)
+        if stmt.dialect == "ksql":
+            check_timestamp_column(col.name, col.type, props, stmt.pos)
         return col.name, None
     return None, None
+
+
+def check_timestamp_column(name: str, type_: str, props: dict, pos) -> None:
+    """ksqlDB's rule for the column its ``TIMESTAMP`` property names: a BIGINT of milliseconds or a TIMESTAMP
+    (or text in a ``TIMESTAMP_FORMAT``, which streamjoin does not read yet)."""
+    if type_ in ("bigint", "timestamp"):
+        return
+    if type_ == "string" and "timestamp_format" in props:
+        from ..errors import NotYetSupported
+
+        raise NotYetSupported(f"a TIMESTAMP column held as text (TIMESTAMP_FORMAT), {name}", issue=25, pos=pos)
+    raise StatementError(f"Timestamp column, `{name.upper()}`, should be LONG(INT64), TIMESTAMP, or a String with a "
+                         "timestamp_format specified", rule="timestamp-column", pos=pos)
 
 
 def watermark_delay_ms(expr: ast.Expr) -> int:

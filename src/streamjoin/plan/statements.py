@@ -13,7 +13,7 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_key_columns, check_value_columns, key_format_of, lenses_format, partitions_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_key_columns, check_timestamp_column, check_value_columns, key_format_of, lenses_format, partitions_of,
     properties_dict, source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
@@ -343,8 +343,14 @@ def _sink_timestamp(plan: PlanNode, props: dict, name: ast.Ident) -> Optional[st
     column = props.get("timestamp")
     if column is None:
         return None
+    ksql = declared_by(plan, "ksql")
     for f in plan.fields:
         if not f.hidden and f.name.casefold() == str(column).casefold():
+            if ksql and f.type:
+                check_timestamp_column(f.name, f.type, props, name.pos)
             return f.name
+    if ksql:
+        raise StatementError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
+                             f"'{str(column).upper()}'", rule="unknown-column", pos=name.pos)
     raise StatementError(f"TIMESTAMP property names {column}, which is not a column of the result",
                          rule="unknown-column", pos=name.pos)
