@@ -342,6 +342,12 @@ REFUSED = [
     ("ksqlDB: a TIMESTAMP column held as text, not read yet", "CREATE STREAM S2 (ID INT KEY, T STRING) WITH "
      "(kafka_topic='s2', value_format='JSON', timestamp='t', timestamp_format='yyyy-MM-dd');", "not-yet-supported",
      "TIMESTAMP_FORMAT"),
+    ("ksqlDB: a WHERE that is not a condition", "CREATE STREAM J AS SELECT V FROM L WHERE RANDOM() + 1.5;",
+     "expression-type", "Type error in WHERE expression: Should evaluate to boolean but is (RANDOM() + 1.5) (DOUBLE) "
+     "instead."),
+    ("ksqlDB: TRUE added to a decimal", "CREATE STREAM J AS SELECT V FROM L WHERE TRUE + 1.5;", "expression-type",
+     "Error in WHERE expression: Error processing expression: (true + 1.5). Unsupported arithmetic types. BOOLEAN "
+     "DECIMAL"),
     ("ksqlDB: an INT added to a STRING", "CREATE STREAM J AS SELECT V, X + V AS S FROM L;", "expression-type",
      "Error processing expression: (X + V). Unsupported arithmetic types. INTEGER STRING"),
     ("ksqlDB: a BOOLEAN subtracted", "CREATE STREAM J AS SELECT V, (X > 1) - X AS S FROM L;", "expression-type",

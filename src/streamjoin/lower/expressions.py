@@ -39,6 +39,10 @@ def compile_expr(e: ast.Expr) -> Column:
         return exact.cast(static_type(e))
     if isinstance(e, ast.BinaryOp) and e.op == "+" and static_type(e) == "string":  # ksqlDB: + joins strings
         return F.concat(compile_expr(e.left).cast("string"), compile_expr(e.right).cast("string"))
+    if isinstance(e, ast.BinaryOp) and e.op in ("=", "<>", "<=>") and static_type(e.left).startswith("map<"):
+        # Spark cannot compare maps; ksqlDB compares them as Java's Map.equals does: the same entries, in any order
+        left, right = (F.array_sort(F.map_entries(compile_expr(side))) for side in (e.left, e.right))
+        return _BINARY[e.op](left, right)
     if isinstance(e, ast.BinaryOp):
         return _BINARY[e.op](compile_expr(e.left), compile_expr(e.right))
     if isinstance(e, ast.UnaryOp):
@@ -128,29 +132,39 @@ def _instant(e: ast.Call, value: Column) -> Column:
     return value if static_type(e.args[0]) == "timestamp" else _spark("timestamp_millis", value)
 
 
+def _integer_literal(e: ast.Expr) -> int | None:
+    """The value of an integer literal (``2``, ``-1``), or None for any other expression."""
+    if isinstance(e, ast.UnaryOp) and e.op == "-":
+        inner = _integer_literal(e.operand)
+        return None if inner is None else -inner
+    return e.value if isinstance(e, ast.Literal) and e.kind == "integer" else None
+
+
+def _whole(number: Column, truncate: bool) -> Column:
+    """``number`` made whole: toward zero (``truncate``), or to the nearest, ties toward positive infinity."""
+    return F.when(number >= 0, F.floor(number)).otherwise(F.ceil(number)) if truncate else F.floor(number + F.lit(0.5))
+
+
 def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Column:
-    """ksqlDB's ROUND: ties go toward positive infinity (Java's ``Math.round``: ROUND(-1.5) is -1, not -2); an
-    integer, or a DOUBLE without places, becomes a BIGINT; a DOUBLE with places is rounded as its shortest
-    decimal text (``BigDecimal.valueOf``), and a DECIMAL keeps its type."""
+    """ksqlDB's ROUND (and TRUNC, toward zero): ties go toward positive infinity (Java's ``Math.round``:
+    ROUND(-1.5) is -1, not -2); an integer, or a DOUBLE without places, becomes a BIGINT; a DOUBLE with places is
+    rounded as its shortest decimal text (``BigDecimal.valueOf``), and a DECIMAL keeps its type."""
     kind = static_type(e.args[0])
-    if kind in INTEGRAL:
+    truncate = e.name == "KSQL_TRUNC"
+    if kind in INTEGRAL and places is None:
         return value.cast("bigint")
+    if kind in INTEGRAL:  # with places: the (DOUBLE, INT) signature
+        kind, value = "double", value.cast("double")
     if kind in ("double", "float") and places is None:
-        return F.floor(value + F.lit(0.5)).cast("bigint")
-    if kind.startswith("decimal") or kind in ("double", "float"):
-        digits = e.args[1].value if places is not None and isinstance(e.args[1], ast.Literal) else None
-        if places is not None and digits is None:  # places computed per row: in floating point
-            scale = F.pow(F.lit(10.0), places)
-            return F.floor(value * scale + F.lit(0.5)) / scale
-        exact = value.cast("string").cast("decimal(38,16)") if kind in ("double", "float") else value
-        scale = F.lit(10 ** (digits or 0)).cast("decimal(38,0)") if (digits or 0) >= 0 else None
-        if scale is None:  # negative places: to tens, hundreds ...
-            unit = F.lit(10 ** -digits).cast("decimal(38,0)")
-            rounded = F.floor(exact / unit + F.lit(0.5)) * unit
-        else:
-            rounded = F.floor(exact * scale + F.lit(0.5)) / scale
-        return rounded.cast("double" if kind in ("double", "float") else kind)
-    return F.round(value, *(() if places is None else (places,)))
+        return _whole(value, truncate).cast("bigint")
+    digits = _integer_literal(e.args[1]) if places is not None else None
+    if not (kind.startswith("decimal") or kind in ("double", "float")) or (places is not None and digits is None):
+        scale = F.lit(1.0) if places is None else F.pow(F.lit(10.0), places)  # in floating point
+        return _whole(value * scale, truncate) / scale
+    exact = value.cast("string").cast("decimal(38,16)") if kind in ("double", "float") else value
+    unit = F.lit(10 ** abs(digits or 0)).cast("decimal(38,0)")
+    rounded = _whole(exact / unit, truncate) * unit if (digits or 0) < 0 else _whole(exact * unit, truncate) / unit
+    return rounded.cast("double" if kind in ("double", "float") else kind)
 
 
 def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
@@ -178,6 +192,7 @@ _TRANSLATIONS = {
     "SPLIT": _split,
     "RANDOM": lambda e: F.rand(),
     "KSQL_ROUND": _ksql_round,
+    "KSQL_TRUNC": _ksql_round,
     "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),
     "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(

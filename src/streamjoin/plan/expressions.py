@@ -83,9 +83,10 @@ def field_name(name: ast.Ident) -> str:
 
 def static_type(e: ast.Expr) -> str:
     """The Spark type of ``e`` where the plan knows it without Spark: a resolved column's, a literal's, a CAST's,
-    a predicate's (BOOLEAN), an array literal's (by its first element), and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a DOUBLE or
-    FLOAT it is DOUBLE; ``+`` with a string is a string: ksqlDB concatenates), calls whose signature fixes their
-    type (``functions.call_type``), struct fields; "" where it does not."""
+    a predicate's (BOOLEAN), a constructed array's, struct's or map's (an array's and a map's by their first
+    element), and arithmetic over those (integral with integral stays integral, BIGINT if either is; with a
+    DOUBLE or FLOAT it is DOUBLE; ``+`` with a string is a string: ksqlDB concatenates), calls whose signature
+    fixes their type (``functions.call_type``), struct fields; "" where it does not."""
     from .nodes import Ref
     from .types import spark_type
 
@@ -119,7 +120,7 @@ def static_type(e: ast.Expr) -> str:
             return "string"
         if types <= set(INTEGRAL):
             return "bigint" if "bigint" in types else "int"
-        if types & {"double", "float"} and types <= set(INTEGRAL) | {"double", "float"}:
+        if types & {"double", "float"} and all(t in INTEGRAL + ("double", "float") or t.startswith("decimal") for t in types):
             return "double"
     if isinstance(e, ast.Subscript):  # a struct's field, an array's element, a map's value
         from .types import inner_type

@@ -40,11 +40,12 @@ TRANSLATED = {
 # ``lower.expressions`` knows how to run; no query can name a variant itself
 KSQL_VARIANTS = {
     "ROUND": "KSQL_ROUND",  # ties toward positive infinity (Java's Math.round); ROUND(DOUBLE) is a BIGINT
+    "TRUNC": "KSQL_TRUNC",  # toward zero, as ROUND's types (Spark's trunc cuts dates)
     "FROM_UNIXTIME": "KSQL_FROM_UNIXTIME",  # milliseconds to a TIMESTAMP (Flink's and Spark's: seconds to text)
     "CONVERT_TZ": "KSQL_CONVERT_TZ",  # a TIMESTAMP from one zone's wall clock to another's (Flink's: text)
     "ARRAY_JOIN": "KSQL_ARRAY_JOIN",  # ',' by default; a NULL element is written "null" (Flink's skips it)
 }
-TRANSLATED.update({"KSQL_ROUND": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
+TRANSLATED.update({"KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
 
 # read by the planner itself: Flink's group windows and their auxiliary functions, PROCTIME(), ksqlDB's AS_VALUE
@@ -144,11 +145,11 @@ def call_type(name: str, argument_types: list[str]) -> str:
     """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
-    if name == "KSQL_ROUND" and argument_types:  # ksqlDB's Round UDF: a whole number is a BIGINT
-        first = argument_types[0]
-        if first in ("tinyint", "smallint", "int", "bigint") or (first in ("double", "float") and len(argument_types) == 1):
-            return "bigint"
-        return "double" if first in ("double", "float") else first
+    if name in ("KSQL_ROUND", "KSQL_TRUNC") and argument_types:  # ksqlDB's Round and Trunc: a whole number is a BIGINT
+        first, places = argument_types[0], len(argument_types) > 1
+        if first in ("tinyint", "smallint", "int", "bigint", "double", "float"):
+            return "double" if places else "bigint"
+        return first
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
     return ""

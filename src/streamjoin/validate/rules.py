@@ -77,6 +77,12 @@ def _check_expressions(plan: PlanNode) -> None:
     texts = _ksql_column_texts(plan)
     for node in walk(plan):
         for clause, expression in _node_expressions(node):
+            kind = _ksql_base(expression)
+            if ksql and clause in ("WHERE", "HAVING") and kind and kind != "BOOLEAN":
+                shown = ksql_type_name(ex.static_type(expression)) or kind
+                raise StatementError(f"Type error in {clause} expression: Should evaluate to boolean but is "
+                                     f"{_ksql_text_of(expression, texts)} ({shown}) instead.", rule="expression-type",
+                                     pos=getattr(expression, "pos", None))
             for e in ex.walk(expression):
                 problem = _expression_problem(e, texts) if ksql else None
                 if problem is None and isinstance(e, ast.Call):
@@ -103,6 +109,22 @@ def _base_type(spark_type: str) -> str:
     name = ksql_type_name(spark_type).split("<")[0].split("(")[0]
     name = "DOUBLE" if name == "FLOAT" else name
     return name if name in _BASE_TYPES else ""
+
+
+_NUMBERS_BY_WIDTH = ("INTEGER", "BIGINT", "DECIMAL", "DOUBLE")
+
+
+def _ksql_base(e) -> str:
+    """ksqlDB's base type of ``e``: its static type's, with a decimal literal a DECIMAL (``1.5``) and arithmetic
+    on numbers the widest of its operands' (as ksqlDB's ``Operator.resultType``); "" if unknown."""
+    if isinstance(e, ast.Literal) and e.kind == "decimal":
+        return "DECIMAL"
+    if isinstance(e, ast.BinaryOp) and e.op in ("+", "-", "*", "/", "%"):
+        bases = {_ksql_base(e.left), _ksql_base(e.right)}
+        if bases <= set(_NUMBERS_BY_WIDTH):
+            return max(bases, key=_NUMBERS_BY_WIDTH.index)
+        return "STRING" if e.op == "+" and bases == {"STRING"} else ""
+    return _base_type(ex.static_type(e))
 
 
 def _comparable(left: str, op: str, right: str) -> bool:
@@ -136,25 +158,32 @@ def _ksql_column_texts(plan: PlanNode) -> dict:
 
 
 def _ksql_text_of(e, texts: dict) -> str:
-    """``e`` written as ksqlDB writes an expression in a message, its columns named as ``texts`` says."""
-    return expr_text(ex.transform(e, lambda node: replace(node, name=texts.get(node.id, node.name))
-                                  if isinstance(node, Ref) else None))
+    """``e`` written as ksqlDB writes an expression in a message: its columns named as ``texts`` says, TRUE and
+    FALSE in lower case."""
+    def as_ksql(node):
+        if isinstance(node, Ref):
+            return replace(node, name=texts.get(node.id, node.name))
+        if isinstance(node, ast.Literal) and node.kind == "boolean":
+            return Ref("", "boolean", "true" if node.value else "false")
+        return None
+
+    return expr_text(ex.transform(e, as_ksql))
 
 
 def _expression_problem(e, texts: dict) -> Optional[str]:
     """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
     if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
         return None
-    types = ex.static_type(e.left), ex.static_type(e.right)
-    if not all(map(_base_type, types)):
+    bases = [_ksql_base(e.left), _ksql_base(e.right)]
+    if not all(bases):
         return None
     if e.op in _COMPARISONS:
-        if _comparable(_base_type(types[0]), e.op, _base_type(types[1])):
+        if _comparable(bases[0], e.op, bases[1]):
             return None
-        return (f"Cannot compare {_ksql_text_of(e.left, texts)} ({ksql_type_name(types[0])}) to "
-                f"{_ksql_text_of(e.right, texts)} ({ksql_type_name(types[1])}) with {_COMPARISONS[e.op]}.")
-    bases = [_base_type(t) for t in types]
-    if all(b in ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL") for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
+        shown = [ksql_type_name(ex.static_type(side)) or base for side, base in zip((e.left, e.right), bases)]
+        return (f"Cannot compare {_ksql_text_of(e.left, texts)} ({shown[0]}) to "
+                f"{_ksql_text_of(e.right, texts)} ({shown[1]}) with {_COMPARISONS[e.op]}.")
+    if all(b in _NUMBERS_BY_WIDTH for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
         return None
     return f"Error processing expression: {_ksql_text_of(e, texts)}. Unsupported arithmetic types. {bases[0]} {bases[1]}"
 
