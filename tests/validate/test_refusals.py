@@ -564,3 +564,11 @@ def test_lenses_partitions_setting_sizes_the_topics_its_inserts_create():
     *_, planned = [planner.plan(item) for item in parse_script(
         KSQL_STREAMS + "SET defaults.topic.partitions = 3; INSERT INTO o SELECT STREAM player FROM games;")]
     assert planned.created_topic == ("o", 3)
+
+
+def test_every_translated_function_has_a_translation():
+    from streamjoin.lower.expressions import _TRANSLATIONS
+    from streamjoin.plan.functions import KSQL_VARIANTS, TRANSLATED
+
+    assert set(TRANSLATED) == set(_TRANSLATIONS)
+    assert set(KSQL_VARIANTS.values()) <= set(TRANSLATED)
