@@ -190,8 +190,8 @@ def _ksql_coerced(text: Column, columns) -> Column:
     """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number column takes a JSON number
     (an integer column its whole part) or a string holding one (``"22"``), a STRING column any scalar as its
     text, a TIMESTAMP a number of milliseconds since 1970 and a DATE one of days (or, as other readers take
-    them, their text). Numbers are parsed as text and then converted; a field that does not convert makes the record bad,
-    with ``REASON`` naming the field, its value and the column's type."""
+    them, their text). Numbers are parsed as text and then converted; a field that does not convert makes the
+    record bad, with ``REASON`` naming the field, its value and the column's type."""
     as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED + TIMES else c.type}" for c in columns) or "`__none` string"
     parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
     fields, reasons = [], []

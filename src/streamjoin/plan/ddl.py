@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import StatementError
+from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
@@ -485,8 +485,6 @@ def check_timestamp_column(name: str, type_: str, props: dict, pos) -> None:
     if type_ in ("bigint", "timestamp"):
         return
     if type_ == "string" and "timestamp_format" in props:
-        from ..errors import NotYetSupported
-
         raise NotYetSupported(f"a TIMESTAMP column held as text (TIMESTAMP_FORMAT), {name}", issue=25, pos=pos)
     raise StatementError(f"Timestamp column, `{name.upper()}`, should be LONG(INT64), TIMESTAMP, or a String with a "
                          "timestamp_format specified", rule="timestamp-column", pos=pos)
