@@ -100,6 +100,7 @@ _COMPARISONS = {"=": "EQUAL", "<>": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_T
 _EQUALITIES = ("=", "<>", "<=>")
 
 
+_NUMBERS_BY_WIDTH = ("INTEGER", "BIGINT", "DECIMAL", "DOUBLE")  # ksqlDB's numeric base types, narrowest first
 _BASE_TYPES = ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "STRING", "BOOLEAN", "ARRAY", "MAP", "STRUCT", "DATE",
                "TIMESTAMP", "TIME", "BYTES")
 
@@ -109,9 +110,6 @@ def _base_type(spark_type: str) -> str:
     name = ksql_type_name(spark_type).split("<")[0].split("(")[0]
     name = "DOUBLE" if name == "FLOAT" else name
     return name if name in _BASE_TYPES else ""
-
-
-_NUMBERS_BY_WIDTH = ("INTEGER", "BIGINT", "DECIMAL", "DOUBLE")
 
 
 def _ksql_base(e) -> str:
@@ -129,9 +127,8 @@ def _ksql_base(e) -> str:
 
 def _comparable(left: str, op: str, right: str) -> bool:
     """ksqlDB's ``ComparisonUtil``: which base types compare, and with which operators."""
-    numbers = ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL")
-    if left in numbers:
-        return right in numbers
+    if left in _NUMBERS_BY_WIDTH:
+        return right in _NUMBERS_BY_WIDTH
     if left == "STRING":
         return right in ("STRING", "DATE", "TIMESTAMP", "TIME")
     if left in ("DATE", "TIMESTAMP"):
