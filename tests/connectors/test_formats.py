@@ -6,7 +6,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from streamjoin.connectors.formats import avro_type, avro_values_to_json, derived_avro_schema, rows_to_avro
+from streamjoin.connectors.formats import (
+    avro_type, avro_values_to_json, derived_avro_schema, encode_value, json_default, ksql_json_default, rows_to_avro, value_as_json,
+)
+from streamjoin.plan.catalog import ColumnInfo, SourceInfo
 from streamjoin.connectors.kafka_source import _share
 
 
@@ -29,6 +32,24 @@ def test_rows_written_as_avro_read_back_as_json():
     [read] = list(avro_values_to_json(schema, ["id", "tags", "s"], "R")([written.rename_columns(["value"])]))
     assert json.loads(read.column(0).to_pylist()[0]) == {"id": 1, "tags": ["x"], "s": {"a": 2, "b": "y"}}
     assert read.column(1).to_pylist() == [None, None]
+
+
+TIMES = SourceInfo("T", "STREAM", "t", (ColumnInfo("AT", "timestamp"), ColumnInfo("ON_DAY", "date")), value_format="AVRO")
+AVRO_TIMES = [  # (the value as a test gives it, as ksqlDB's JSON shows it, as streamjoin's shows it elsewhere)
+    ({"AT": 10, "ON_DAY": 3}, {"AT": 10, "ON_DAY": 3}, {"AT": "1970-01-01 00:00:00.010", "ON_DAY": "1970-01-04"}),
+    ({"AT": "10", "ON_DAY": "-1"}, {"AT": 10, "ON_DAY": -1}, {"AT": "1970-01-01 00:00:00.010", "ON_DAY": "1969-12-31"}),
+    ({"AT": "2024-01-02T03:04:05.678", "ON_DAY": "2024-01-02"}, {"AT": 1704164645678, "ON_DAY": 19724},
+     {"AT": "2024-01-02 03:04:05.678", "ON_DAY": "2024-01-02"}),
+    ({"AT": None, "ON_DAY": None}, {"AT": None, "ON_DAY": None}, {"AT": None, "ON_DAY": None}),
+]
+
+
+@pytest.mark.parametrize("given, as_ksql, as_text", AVRO_TIMES)
+def test_avro_times_given_as_numbers_or_text_and_shown_as_ksqldb_shows_them(given, as_ksql, as_text):
+    writer = ("AVRO", json.dumps(derived_avro_schema("T", [("AT", "timestamp"), ("ON_DAY", "date")])))
+    raw = encode_value(given, TIMES)
+    assert json.loads(value_as_json(writer, raw, ksql_json_default)) == as_ksql
+    assert json.loads(value_as_json(writer, raw, json_default)) == as_text
 
 
 @pytest.mark.parametrize("cap, available, expected", [

@@ -22,7 +22,7 @@ import base64
 import io
 import json
 import re
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Callable, Iterator, Optional
 
@@ -187,6 +187,17 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+def ksql_json_default(value):
+    """``json_default`` as ksqlDB's JSON serializer writes a time: a TIMESTAMP as milliseconds since 1970, a DATE
+    as days (the conformance runner shows a ksqlDB sink's Avro or Protobuf record so)."""
+    if isinstance(value, datetime):
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+    if isinstance(value, date):
+        return (value - date(1970, 1, 1)).days
+    return json_default(value)
+
+
 def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each Avro ``value`` becomes JSON text of its record, fields renamed to
     the declared ``columns`` (matched case-insensitively); ``BINARY_ERROR`` says why a value could not be read."""
@@ -220,17 +231,18 @@ def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Ca
     return convert
 
 
-def value_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
-    """One value of a binary format as the JSON text of its record, given its writer (``writer_schema``)."""
+def value_as_json(writer: tuple[str, str], raw: bytes, default=json_default) -> bytes:
+    """One value of a binary format as the JSON text of its record, given its writer (``writer_schema``);
+    ``default`` writes what JSON has no type for (``json_default``, ``ksql_json_default``)."""
     fmt, schema_text = writer
     if fmt == "PROTOBUF":
         from .protobuf_format import protobuf_value_as_json
 
-        return protobuf_value_as_json([tuple(c) for c in json.loads(schema_text)], raw)
+        return protobuf_value_as_json([tuple(c) for c in json.loads(schema_text)], raw, default=default)
     import fastavro
 
     record = fastavro.schemaless_reader(io.BytesIO(raw), fastavro.parse_schema(json.loads(schema_text)))
-    return json.dumps(record, default=json_default).encode()
+    return json.dumps(record, default=default).encode()
 
 
 def writer_schema(fmt: str, properties: dict, record_name: str, columns: list[tuple[str, str]]) -> Optional[tuple[str, str]]:
@@ -348,9 +360,17 @@ def encode_value(value: Any, source=None) -> Optional[bytes]:
 
 
 def _avro_ready(record: dict, types: dict) -> dict:
-    """Timestamps given as text become datetimes for the Avro writer."""
+    """Times given as text become what the Avro writer takes: a timestamp's or a date's text a datetime or a date,
+    a number's text (as ksqlDB's tests give times: ms, days) that number."""
     out = dict(record)
     for name, value in record.items():
-        if isinstance(value, str) and types.get(name, "").lower() == "timestamp":
+        type_ = types.get(name, "").lower()
+        if not isinstance(value, str) or type_ not in ("timestamp", "date"):
+            continue
+        if value.strip().lstrip("-").isdigit():
+            out[name] = int(value)
+        elif type_ == "timestamp":
             out[name] = datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
+        else:
+            out[name] = date.fromisoformat(value)
     return out

@@ -177,11 +177,11 @@ def _single(field, value):
     return _python(value)
 
 
-def protobuf_value_as_json(columns: list[tuple[str, str]], raw: bytes, message=None) -> bytes:
-    """One value as the JSON text of its columns."""
+def protobuf_value_as_json(columns: list[tuple[str, str]], raw: bytes, message=None, default=json_default) -> bytes:
+    """One value as the JSON text of its columns (``default``: as ``formats.value_as_json``)."""
     message = (message or message_class(columns))()
     message.ParseFromString(_unframed(raw))
-    return json.dumps(_python(message), default=json_default).encode()
+    return json.dumps(_python(message), default=default).encode()
 
 
 def protobuf_values_to_json(columns: list[tuple[str, str]], source: str, error_column: str

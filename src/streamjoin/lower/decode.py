@@ -161,13 +161,18 @@ def _value_parser(source) -> Column:
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
         return F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
                            {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+    numbers = _read_as_ksql(source) and any(c.type in TIMES for c in value_cols)
     if source.value_format == "KAFKA":  # one primitive column, as its text (connectors.formats)
-        fields = [text.cast(c.type).alias(c.name) for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
+        fields = [(_ksql_time(text, c.type) if numbers and c.type in TIMES else text.cast(c.type)).alias(c.name)
+                  for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
         bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
         return F.struct(*fields, F.when(bad, text).alias(CORRUPT))
     if source.value_format == "DELIMITED":
-        return F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
-                          "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+        if numbers:
+            row = ", ".join(f"`{c.name}` {'string' if c.type in TIMES else c.type}" for c in value_cols)
+        parsed = F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
+                            "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+        return _ksql_times_of_text(parsed, value_cols) if numbers else parsed
     if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     if coerces(source):
@@ -183,7 +188,7 @@ REASON = "__reason"  # in a parsed value: why a field's value could not be read 
 def coerces(source) -> bool:
     """Whether ``source``'s JSON values are read with ksqlDB's coercions (``_ksql_coerced``): a ksqlDB-declared
     source of JSON values (Avro or Protobuf ones turned into JSON too)."""
-    return source.dialect == "ksql" and not source.changelog_format and source.value_format not in ("KAFKA", "DELIMITED")
+    return _read_as_ksql(source) and source.value_format not in ("KAFKA", "DELIMITED")
 
 
 def _ksql_coerced(text: Column, columns) -> Column:
@@ -200,11 +205,8 @@ def _ksql_coerced(text: Column, columns) -> Column:
         if c.type not in COERCED + TIMES:
             fields.append(raw.alias(c.name))
             continue
-        if c.type == "timestamp":  # epoch milliseconds (``JsonSerdeUtils.toTimestamp``), or a timestamp's text
-            value = F.coalesce(F.timestamp_millis(raw.try_cast("bigint")),
-                               F.to_timestamp(raw, JSON_READ_OPTIONS["timestampFormat"]))
-        elif c.type == "date":  # days since 1970-01-01 (``toDate``), or a date's text
-            value = F.coalesce(F.date_from_unix_date(raw.try_cast("int")), F.to_date(raw, "yyyy-MM-dd"))
+        if c.type in TIMES:
+            value = _ksql_time(raw, c.type)
         else:
             value = raw.try_cast(c.type)
         if c.type in ("tinyint", "smallint", "int", "bigint"):  # a fraction: its whole part (Jackson's intValue / asLong)
@@ -214,6 +216,34 @@ def _ksql_coerced(text: Column, columns) -> Column:
             F.lit(f"the value's field {c.name} holds '"), raw, F.lit(f"', which is not {c.type.upper()}"))))
     reason = F.coalesce(*reasons) if reasons else F.lit(None).cast("string")
     return F.struct(*fields, F.coalesce(parsed.getField(CORRUPT), reason).alias(CORRUPT), reason.alias(REASON))
+
+
+def _ksql_time(text: Column, type_: str) -> Column:
+    """A TIMESTAMP or DATE field as ksqlDB reads one: a number of milliseconds (``JsonSerdeUtils.toTimestamp``) or
+    days (``toDate``) since 1970, as its serializers write them (``lower.sink``), or, as other readers take
+    them, the time's text; null when it is neither."""
+    if type_ == "timestamp":
+        return F.coalesce(F.timestamp_millis(text.try_cast("bigint")), F.to_timestamp(text, JSON_READ_OPTIONS["timestampFormat"]))
+    return F.coalesce(F.date_from_unix_date(text.try_cast("int")), F.to_date(text, "yyyy-MM-dd"))
+
+
+def _ksql_times_of_text(parsed: Column, columns) -> Column:
+    """A DELIMITED value parsed with its TIMESTAMP and DATE columns as text (``_value_parser``), those columns
+    read as ksqlDB reads them (``_ksql_time``); one that is neither a number nor a time makes the value bad."""
+    fields, bad = [], []
+    for c in columns:
+        raw = parsed.getField(c.name)
+        value = _ksql_time(raw, c.type) if c.type in TIMES else raw
+        fields.append(value.alias(c.name))
+        if c.type in TIMES:
+            bad.append(F.when(raw.isNotNull() & value.isNull(), raw))
+    return F.struct(*fields, F.coalesce(parsed.getField(CORRUPT), *bad).alias(CORRUPT))
+
+
+def _read_as_ksql(source) -> bool:
+    """Whether ``source`` is read as ksqlDB reads its topics: a ksqlDB stream or table (declared, or a ksqlDB
+    query's sink), not a changelog envelope."""
+    return source.dialect == "ksql" and not source.changelog_format
 
 
 def unwrapped_value(source) -> bool:
@@ -332,19 +362,27 @@ def record_field(name: str, type_: str) -> Column:
 
 def _key_column(source, col, multi: bool) -> Column:
     """Key column ``col`` read from the record key in ``source``'s key format; ``multi``: the key holds several
-    columns (a JSON object, or DELIMITED values in key-column order)."""
+    columns (a JSON object, or DELIMITED values in key-column order). A ksqlDB source's TIMESTAMP or DATE key
+    column is read as its values are (``_ksql_time``)."""
+    numbers = _read_as_ksql(source)
+
+    def as_read(c) -> str:
+        return "string" if numbers and c.type in TIMES else c.type
+
     text = F.col("key").cast("string")
     key_format = source.key_format
     if key_format == "DELIMITED" and multi:
-        row = ", ".join(f"`{c.name}` {c.type}" for c in source.columns if c.origin == "key")
-        return F.from_csv(text, row, {"sep": KEY_DELIMITER}).getField(col.name)
-    if key_format == "JSON" or multi:
-        parsed = F.from_json(text, f"`{col.name}` {col.type}", JSON_READ_OPTIONS).getField(col.name)
-        scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {col.type}", JSON_READ_OPTIONS).getField("v")
+        row = ", ".join(f"`{c.name}` {as_read(c)}" for c in source.columns if c.origin == "key")
+        value = F.from_csv(text, row, {"sep": KEY_DELIMITER}).getField(col.name)
+    elif key_format == "JSON" or multi:
+        parsed = F.from_json(text, f"`{col.name}` {as_read(col)}", JSON_READ_OPTIONS).getField(col.name)
+        scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {as_read(col)}", JSON_READ_OPTIONS).getField("v")
         if not multi and source.style != "flink" and col.type.lower().startswith(("struct", "map")):
             return scalar  # ksqlDB writes a single key unwrapped: an object is the STRUCT (or MAP) itself
-        return F.when(text.startswith("{"), parsed).otherwise(scalar)
-    return text.cast(col.type)
+        value = F.when(text.startswith("{"), parsed).otherwise(scalar)
+    else:
+        value = text.cast(as_read(col))
+    return _ksql_time(value, col.type) if as_read(col) != col.type else value
 
 
 def read_database(spark: SparkSession, table, columns: list[tuple[str, str]], read=None) -> DataFrame:

@@ -5,13 +5,14 @@ from typing import Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, DateType, LongType, StructField, StructType, TimestampType
 
 from ..connectors.database import DELETE, ORDER
 from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
+TEXT_FORMATS = ("JSON", "DELIMITED", "KAFKA")
 TO_JSON = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSS"}
 RECORD_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
                             StructField("timestamp", LongType()), StructField("seq", LongType()), StructField("sub", LongType())])
@@ -21,6 +22,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     """``key, value, timestamp, seq, sub`` rows for the sink's topic (a tombstone has a null value)."""
     target = sink.target
     node = sink.input
+    df = _ksql_times(sink, df)
     row = F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields])
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
@@ -29,6 +31,23 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     key = (_json_key(sink) if avro_key else _key(sink, target.key_format, df)).alias("key")
     records = _records(sink, df, key, row, meta)
     return records.mapInArrow(json_keys_to_avro(avro_key), RECORD_SCHEMA) if avro_key else records
+
+
+def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
+    """A ksqlDB sink's times as ksqlDB's serializers write them in its text formats (JSON, DELIMITED, KAFKA): a
+    TIMESTAMP column as the number of milliseconds since 1970, a DATE column as the number of days
+    (``JsonSerdeUtils``, ``KsqlDelimitedSerializer``); a ksqlDB reader of the topic takes them back
+    (``lower.decode``). Its AVRO and PROTOBUF values carry their logical types. (Times inside a STRUCT, ARRAY
+    or MAP are still written as text: the readers would not take them back as numbers yet.)"""
+    target = sink.target
+    if target.dialect != "ksql":
+        return df
+    fids = [*(sink.value_fields if target.value_format in TEXT_FORMATS else ()),
+            *(sink.key if target.key_format in TEXT_FORMATS else ())]
+    types = {fid: df.schema[fid].dataType for fid in fids}
+    numbers = {fid: F.unix_millis(F.col(fid)) if isinstance(t, TimestampType) else F.unix_date(F.col(fid))
+               for fid, t in types.items() if isinstance(t, (TimestampType, DateType))}
+    return df.withColumns(numbers) if numbers else df
 
 
 def database_rows(sink: Sink, df: DataFrame) -> DataFrame:

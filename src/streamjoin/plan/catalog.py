@@ -90,7 +90,7 @@ class SourceInfo:
     changelog_format: Optional[str] = None  # e.g. 'debezium-json'
     properties: tuple[tuple[str, object], ...] = ()
     created_by_query: bool = False
-    dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream' ('' for a query's sink)
+    dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream'; a query's sink: 'ksql' for a ksqlDB query's, else ''
     window: Optional[tuple[str, int]] = None  # a windowed table's (window type, size ms): its record keys hold the window
     database: Optional[DatabaseTable] = None  # a table in a database ('jdbc'): no topic under it
 

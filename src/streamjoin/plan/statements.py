@@ -232,6 +232,8 @@ class StatementPlanner:
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
                 key_format=key_format_of(props, style, formats[0]), partitions=partitions_of(props, name.pos),
                 created_by_query=True, timestamp_column=_sink_timestamp(plan, props, name), window=_key_window(plan),
+                # a ksqlDB query's sink is a ksqlDB stream or table: written, and read by later queries, by its rules
+                dialect="ksql" if style == "ksql" and declared_by(plan, "ksql") else "",
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
             if style == "ksql" and declared_by(plan, "ksql"):
