@@ -572,3 +572,30 @@ def test_every_translated_function_has_a_translation():
 
     assert set(TRANSLATED) == set(_TRANSLATIONS)
     assert set(KSQL_VARIANTS.values()) <= set(TRANSLATED)
+
+
+KSQL_COMPARISONS = [  # (a WHERE condition; which of its comparisons, in order, are FALSE with a NULL operand, as ksqlDB's)
+    ("A = B", [False]),  # keeping or dropping a row: NULL and FALSE do the same
+    ("A = B AND C BETWEEN 1 AND 2", [False, False]),
+    ("NOT (A = B) OR C > 1", [True, False]),
+    ("(A = B) IS NULL", [True]),
+    ("A NOT BETWEEN 1 AND B", [True]),
+    ("IFNULL(A < B, TRUE) AND (A < B) = (C BETWEEN 1 AND 2)", [True, False, True, True]),
+]
+
+
+@pytest.mark.parametrize("condition, null_is_false", KSQL_COMPARISONS)
+def test_ksqldb_comparisons_with_a_null_operand_are_false(condition, null_is_false):
+    from streamjoin.plan.expressions import transform
+    from streamjoin.plan.functions import ksql_comparisons
+    from streamjoin.sql import ast
+    from streamjoin.sql.parser import parse_expression
+
+    def flags(e):
+        found = []
+        transform(e, lambda n: found.append(n.null_is_false) if hasattr(n, "null_is_false") and (
+            not isinstance(n, ast.BinaryOp) or n.op in ("=", "<", ">")) else None)
+        return found
+
+    assert flags(ksql_comparisons(parse_expression(condition), condition=True)) == null_is_false
+    assert flags(ksql_comparisons(parse_expression(condition))) == [True] * len(null_is_false)  # a value

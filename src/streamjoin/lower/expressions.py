@@ -1,6 +1,8 @@
 """Bound expressions → Spark Columns. Scalar functions of the four dialects map onto Spark SQL's."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -32,6 +34,10 @@ def compile_expr(e: ast.Expr) -> Column:
         return F.lit(e.value) if e.kind != "decimal" else F.lit(e.value).cast("decimal(38,10)")
     if isinstance(e, ast.Interval):
         return F.lit(e.millis)
+    if getattr(e, "null_is_false", False):  # ksqlDB's comparison (``ast.BinaryOp``, ``ast.Between``)
+        if isinstance(e, ast.Between) and e.negated:
+            return ~compile_expr(replace(e, negated=False))
+        return F.coalesce(compile_expr(replace(e, null_is_false=False)), F.lit(False))
     if isinstance(e, ast.BinaryOp) and e.op == "/" and static_type(e) in INTEGRAL:
         # integers divide into an integer, the fraction dropped toward zero (SQL's rule, and ksqlDB's, Flink's and
         # SQLstream's); exact through DECIMAL(38,0); by zero: NULL

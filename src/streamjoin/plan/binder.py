@@ -15,7 +15,7 @@ from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import aggregate_type, is_function, ksql_variants
+from .functions import aggregate_type, is_function, ksql_comparisons, ksql_variants
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -451,12 +451,15 @@ def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:
 
 def _ksql_meanings(select: ast.Select) -> ast.Select:
     """``select`` with every call of a name ksqlDB gives its own meaning made a call of that meaning
-    (``functions.ksql_variants``)."""
+    (``functions.ksql_variants``), and its comparisons FALSE with a NULL operand (``functions.ksql_comparisons``)."""
     def each(exprs):
-        return tuple(ksql_variants(e) for e in exprs)
+        return tuple(ksql_comparisons(ksql_variants(e)) for e in exprs)
 
-    return replace(select, items=tuple(replace(i, expr=ksql_variants(i.expr)) for i in select.items),
-                   where=select.where and ksql_variants(select.where), having=select.having and ksql_variants(select.having),
+    def condition(e):
+        return e and ksql_comparisons(ksql_variants(e), condition=True)
+
+    return replace(select, items=tuple(replace(i, expr=ksql_comparisons(ksql_variants(i.expr))) for i in select.items),
+                   where=condition(select.where), having=condition(select.having),
                    group_by=each(select.group_by), partition_by=each(select.partition_by))
 
 

@@ -203,3 +203,31 @@ def ksql_variants(e):
     return ex.transform(e, lambda node: replace(node, name=KSQL_VARIANTS[node.name],
                                                 args=tuple(ksql_variants(a) for a in node.args))
                         if isinstance(node, ast.Call) and node.name in KSQL_VARIANTS else None)
+
+
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+def ksql_comparisons(e, condition: bool = False):
+    """``e`` with ksqlDB's comparisons (``null_is_false``): a comparison or BETWEEN with a NULL operand is FALSE,
+    not NULL (the code ksqlDB generates tests its operands for null first: ``SqlToJavaVisitor.nullCheckPrefix``;
+    a BETWEEN is two such comparisons), so ``NOT (A = B)`` holds and ``A = B`` is written as false when A is NULL.
+    In a WHERE or HAVING (``condition``), a comparison that only keeps or drops rows (the whole condition, or one
+    inside its ANDs and ORs) does the same whether NULL or FALSE, and is left as it is."""
+    def strict(node):
+        if isinstance(node, ast.BinaryOp) and node.op in COMPARISONS:
+            return replace(node, left=ksql_comparisons(node.left), right=ksql_comparisons(node.right), null_is_false=True)
+        if isinstance(node, ast.Between):
+            return replace(node, operand=ksql_comparisons(node.operand), low=ksql_comparisons(node.low),
+                           high=ksql_comparisons(node.high), null_is_false=True)
+        return None
+
+    if not condition:
+        return ex.transform(e, strict)
+    if isinstance(e, ast.BinaryOp) and e.op in ("AND", "OR"):
+        return replace(e, left=ksql_comparisons(e.left, True), right=ksql_comparisons(e.right, True))
+    if isinstance(e, ast.BinaryOp) and e.op in COMPARISONS:
+        return replace(e, left=ksql_comparisons(e.left), right=ksql_comparisons(e.right))
+    if isinstance(e, ast.Between) and not e.negated:  # NOT BETWEEN: the NOT of a FALSE holds
+        return replace(e, operand=ksql_comparisons(e.operand), low=ksql_comparisons(e.low), high=ksql_comparisons(e.high))
+    return ksql_comparisons(e)

@@ -119,12 +119,14 @@ class Call(Expr):
 @dataclass(frozen=True)
 class BinaryOp(Expr):
     """``op`` is one of: + - * / % || = <> < <= > >= AND OR <=>  (``!=`` is normalised to ``<>``; ``<=>`` is
-    IS NOT DISTINCT FROM: equal, or both NULL)."""
+    IS NOT DISTINCT FROM: equal, or both NULL). ``null_is_false``: a comparison that is FALSE, not NULL, when an
+    operand is NULL (ksqlDB's: ``plan.functions.ksql_comparisons``)."""
 
     op: str
     left: Expr
     right: Expr
     pos: Pos = _pos()
+    null_is_false: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,11 +147,14 @@ class IsNull(Expr):
 
 @dataclass(frozen=True)
 class Between(Expr):
+    """``null_is_false``: as ``BinaryOp``'s (ksqlDB's NOT BETWEEN is the NOT of its BETWEEN)."""
+
     operand: Expr
     low: Expr
     high: Expr
     negated: bool = False
     pos: Pos = _pos()
+    null_is_false: bool = False
 
 
 @dataclass(frozen=True)
