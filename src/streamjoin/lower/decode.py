@@ -267,6 +267,8 @@ def _decode_error(source, parsed: Column) -> Column:
     if source.value_format in BINARY_FORMATS:
         error = F.coalesce(F.col(BINARY_ERROR), error)
     key_cols = [c for c in source.columns if c.origin == "key"]
+    if key_cols and source.kind == "TABLE" and _read_as_ksql(source):  # as Kafka Streams' table source skips it
+        error = F.coalesce(error, F.when(F.col("key").isNull(), F.lit(f"the record has no key, which a row of {source.name} needs")))
     if len(key_cols) == 1:
         col = key_cols[0]
         key = _key_column(source, col, False)

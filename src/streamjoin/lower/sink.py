@@ -143,10 +143,20 @@ def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
 
 
 def _unwindowed_key(sink: Sink, key_format: str) -> Column:
-    node = sink.input
+    """The key in ``key_format``; in ksqlDB, a key whose every column is NULL is no key at all (a record read
+    without one keeps none)."""
     keys = list(sink.key)
     if not keys:
         return F.lit(None).cast("binary")
+    key = _key_of_columns(sink, key_format)
+    if sink.target.style == "flink":
+        return key
+    return F.when(F.greatest(*[F.col(k).isNotNull() for k in keys]) if len(keys) > 1 else F.col(keys[0]).isNotNull(), key)
+
+
+def _key_of_columns(sink: Sink, key_format: str) -> Column:
+    node = sink.input
+    keys = list(sink.key)
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
     if key_format == "DELIMITED":  # ksqlDB: the key columns' values in order, comma-separated
