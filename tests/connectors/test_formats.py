@@ -52,6 +52,14 @@ def test_avro_times_given_as_numbers_or_text_and_shown_as_ksqldb_shows_them(give
     assert json.loads(value_as_json(writer, raw, json_default)) == as_text
 
 
+def test_avro_times_inside_structs_arrays_and_maps_given_as_numbers_or_text():
+    columns = [("S", "struct<`AT`:timestamp>"), ("DAYS", "array<date>"), ("M", "map<string,timestamp>")]
+    source = SourceInfo("N", "STREAM", "n", tuple(ColumnInfo(n, t) for n, t in columns), value_format="AVRO")
+    writer = ("AVRO", json.dumps(derived_avro_schema("N", columns)))
+    raw = encode_value({"S": {"AT": "1"}, "DAYS": [5, "1970-01-03"], "M": {"x": "4", "y": None}}, source)
+    assert json.loads(value_as_json(writer, raw, ksql_json_default)) == {"S": {"AT": 1}, "DAYS": [5, 2], "M": {"x": 4, "y": None}}
+
+
 @pytest.mark.parametrize("cap, available, expected", [
     (None, {"a": 5, "b": 7}, {"a": 5, "b": 7}),
     (10, {"a": 5, "b": 7}, {"a": 5, "b": 5}),

@@ -360,17 +360,30 @@ def encode_value(value: Any, source=None) -> Optional[bytes]:
 
 
 def _avro_ready(record: dict, types: dict) -> dict:
-    """Times given as text become what the Avro writer takes: a timestamp's or a date's text a datetime or a date,
-    a number's text (as ksqlDB's tests give times: ms, days) that number."""
-    out = dict(record)
-    for name, value in record.items():
-        type_ = types.get(name, "").lower()
-        if not isinstance(value, str) or type_ not in ("timestamp", "date"):
-            continue
+    """Times given as text become what the Avro writer takes (``_avro_time``), in nested values too."""
+    return {name: _avro_time(value, types.get(name, "").lower()) for name, value in record.items()}
+
+
+def _avro_time(value, type_: str):
+    """``value`` of Spark type ``type_`` with its times ready for the Avro writer: a timestamp's or a date's text a
+    datetime or a date, a number's text (as ksqlDB's tests give times: ms, days) that number."""
+    if value is None:
+        return None
+    if type_ in ("timestamp", "date") and isinstance(value, str):
         if value.strip().lstrip("-").isdigit():
-            out[name] = int(value)
-        elif type_ == "timestamp":
-            out[name] = datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
-        else:
-            out[name] = date.fromisoformat(value)
-    return out
+            return int(value)
+        if type_ == "timestamp":
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
+        return date.fromisoformat(value)
+    fields = [(n.strip().strip("`").replace("``", "`"), t) for n, _, t in
+              (part.partition(":") for part in split_type_args(type_[len("struct<"):-1]))] if type_.startswith("struct<") else []
+    if fields and isinstance(value, dict):
+        given = {k.casefold(): k for k in value}
+        return {**value, **{given[n.casefold()]: _avro_time(value[given[n.casefold()]], t.lower())
+                            for n, t in fields if n.casefold() in given}}
+    if type_.startswith("array<") and isinstance(value, list):
+        return [_avro_time(v, type_[len("array<"):-1]) for v in value]
+    if type_.startswith("map<") and isinstance(value, dict):
+        value_type = split_type_args(type_[len("map<"):-1])[1]
+        return {k: _avro_time(v, value_type) for k, v in value.items()}
+    return value

@@ -38,7 +38,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
-    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema, writer_schema,
+    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema,
+    split_type_args, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
@@ -117,7 +118,7 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
         source = scan.source
         columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
         fits = (source.value_format == "JSON" and not source.changelog_format and not unwrapped_value(source)
-                and decodable(list(columns)) and not (coerces(source) and any(t in TIMES for _, t in columns)))
+                and decodable(list(columns)) and not (coerces(source) and any(_text_times(t) != t for _, t in columns)))
         by_topic.setdefault(source.topic, set()).add(columns if fits else None)
     return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
             if len(kinds) == 1 and None not in kinds]
@@ -197,11 +198,16 @@ def _ksql_coerced(text: Column, columns) -> Column:
     text, a TIMESTAMP a number of milliseconds since 1970 and a DATE one of days (or, as other readers take
     them, their text). Numbers are parsed as text and then converted; a field that does not convert makes the
     record bad, with ``REASON`` naming the field, its value and the column's type."""
-    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED + TIMES else c.type}" for c in columns) or "`__none` string"
+    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED else _text_times(c.type)}" for c in columns) or "`__none` string"
     parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
     fields, reasons = [], []
     for c in columns:
         raw = parsed.getField(c.name)
+        if c.type not in COERCED + TIMES and _text_times(c.type) != c.type:  # times inside a STRUCT, ARRAY or MAP
+            fields.append(_times_of_text(raw, c.type).alias(c.name))
+            reasons.append(F.when(_bad_times(raw, c.type), F.lit(
+                f"the value's field {c.name} holds a time that is neither a number nor a time's text")))
+            continue
         if c.type not in COERCED + TIMES:
             fields.append(raw.alias(c.name))
             continue
@@ -225,6 +231,50 @@ def _ksql_time(text: Column, type_: str) -> Column:
     if type_ == "timestamp":
         return F.coalesce(F.timestamp_millis(text.try_cast("bigint")), F.to_timestamp(text, JSON_READ_OPTIONS["timestampFormat"]))
     return F.coalesce(F.date_from_unix_date(text.try_cast("int")), F.to_date(text, "yyyy-MM-dd"))
+
+
+def _text_times(type_: str) -> str:
+    """``type_`` with every TIMESTAMP and DATE in it, inside a STRUCT, ARRAY or MAP too, read as text."""
+    if type_ in TIMES:
+        return "string"
+    fields = struct_fields(type_)
+    if fields:
+        return "struct<" + ",".join(f"`{n.replace('`', '``')}`:{_text_times(t)}" for n, t in fields) + ">"
+    if type_.startswith("array<"):
+        return f"array<{_text_times(type_[len('array<'):-1])}>"
+    if type_.startswith("map<"):
+        key, value = split_type_args(type_[len("map<"):-1])
+        return f"map<{key},{_text_times(value)}>"
+    return type_
+
+
+def _times_of_text(column: Column, type_: str) -> Column:
+    """``column``, read as ``_text_times(type_)``, as ``type_``: every time in it as ksqlDB reads one (``_ksql_time``)."""
+    if type_ in TIMES:
+        return _ksql_time(column, type_)
+    fields = struct_fields(type_)
+    if fields:
+        return F.when(column.isNotNull(), F.struct(*[_times_of_text(column.getField(n), t).alias(n) for n, t in fields]))
+    if type_.startswith("array<"):
+        return F.transform(column, lambda e: _times_of_text(e, type_[len("array<"):-1]))
+    if type_.startswith("map<"):
+        return F.transform_values(column, lambda _, e: _times_of_text(e, split_type_args(type_[len("map<"):-1])[1]))
+    return column
+
+
+def _bad_times(column: Column, type_: str) -> Column:
+    """Whether a time anywhere in ``column`` (read as ``_text_times(type_)``) is neither a number nor a time's text."""
+    if type_ in TIMES:
+        return column.isNotNull() & _ksql_time(column, type_).isNull()
+    if _text_times(type_) == type_:
+        return F.lit(False)
+    fields = struct_fields(type_)
+    if fields:
+        return F.greatest(F.lit(False), *[F.coalesce(_bad_times(column.getField(n), t), F.lit(False)) for n, t in fields])
+    if type_.startswith("array<"):
+        return F.coalesce(F.exists(column, lambda e: _bad_times(e, type_[len("array<"):-1])), F.lit(False))
+    value = split_type_args(type_[len("map<"):-1])[1]
+    return F.coalesce(F.exists(F.map_values(column), lambda e: _bad_times(e, value)), F.lit(False))
 
 
 def _ksql_times_of_text(parsed: Column, columns) -> Column:

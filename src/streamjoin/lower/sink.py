@@ -5,7 +5,7 @@ from typing import Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DateType, LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, DateType, LongType, MapType, StructField, StructType, TimestampType
 
 from ..connectors.database import DELETE, ORDER
 from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
@@ -35,19 +35,37 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
 
 def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
     """A ksqlDB sink's times as ksqlDB's serializers write them in its text formats (JSON, DELIMITED, KAFKA): a
-    TIMESTAMP column as the number of milliseconds since 1970, a DATE column as the number of days
-    (``JsonSerdeUtils``, ``KsqlDelimitedSerializer``); a ksqlDB reader of the topic takes them back
-    (``lower.decode``). Its AVRO and PROTOBUF values carry their logical types. (Times inside a STRUCT, ARRAY
-    or MAP are still written as text: the readers would not take them back as numbers yet.)"""
+    TIMESTAMP as the number of milliseconds since 1970, a DATE as the number of days, inside a STRUCT, ARRAY or
+    MAP too (``JsonSerdeUtils``, ``KsqlDelimitedSerializer``); a ksqlDB reader of the topic takes them back
+    (``lower.decode``). Its AVRO and PROTOBUF values carry their logical types."""
     target = sink.target
     if target.dialect != "ksql":
         return df
     fids = [*(sink.value_fields if target.value_format in TEXT_FORMATS else ()),
             *(sink.key if target.key_format in TEXT_FORMATS else ())]
-    types = {fid: df.schema[fid].dataType for fid in fids}
-    numbers = {fid: F.unix_millis(F.col(fid)) if isinstance(t, TimestampType) else F.unix_date(F.col(fid))
-               for fid, t in types.items() if isinstance(t, (TimestampType, DateType))}
+    numbers = {fid: as_numbers(F.col(fid), df.schema[fid].dataType) for fid in dict.fromkeys(fids)}
+    numbers = {fid: column for fid, column in numbers.items() if column is not None}
     return df.withColumns(numbers) if numbers else df
+
+
+def as_numbers(column: Column, data_type: DataType) -> Optional[Column]:
+    """``column`` with every TIMESTAMP in it as epoch milliseconds and every DATE as epoch days; None when its type
+    holds neither."""
+    if isinstance(data_type, TimestampType):
+        return F.unix_millis(column)
+    if isinstance(data_type, DateType):
+        return F.unix_date(column)
+    if isinstance(data_type, ArrayType) and as_numbers(column, data_type.elementType) is not None:
+        return F.transform(column, lambda e: as_numbers(e, data_type.elementType))
+    if isinstance(data_type, MapType) and as_numbers(column, data_type.valueType) is not None:
+        return F.transform_values(column, lambda _, v: as_numbers(v, data_type.valueType))
+    if isinstance(data_type, StructType):
+        fields = [(f.name, as_numbers(column.getField(f.name), f.dataType)) for f in data_type.fields]
+        if all(number is None for _, number in fields):
+            return None
+        return F.when(column.isNotNull(), F.struct(*[(column.getField(name) if number is None else number).alias(name)
+                                                      for name, number in fields]))
+    return None
 
 
 def database_rows(sink: Sink, df: DataFrame) -> DataFrame:

@@ -31,6 +31,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     style = stmt.style
     native = stmt.dialect == "sqlstream"
     props = properties_dict(stmt.properties)
+    if stmt.dialect == "ksql":
+        check_delimiter(props, stmt.pos)
     name = name or display_name(stmt.name, style)
     columns: list[ColumnInfo] = []
     key_columns: list[str] = []
@@ -392,6 +394,19 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
         known = ", ".join(sorted({f for f in VALUE_FORMATS}))
         raise StatementError(f"value format {declared} is not supported (use one of {known})", rule="value-format", pos=pos)
     return fmt
+
+
+def check_delimiter(props: dict, pos) -> None:
+    """ksqlDB's ``VALUE_DELIMITER``: one character, or ``TAB`` or ``SPACE`` (``Delimiter.parse``); else refused
+    in its words."""
+    given = props.get("value_delimiter")
+    if given is None or len(str(given)) == 1 and str(given).strip() or str(given) in ("TAB", "SPACE"):
+        return
+    problem = (f"Invalid delimiter value: '{given}'. Delimiter must be a single character or TAB,SPACE" if str(given).strip()
+               else "Delimiter cannot be empty, if you meant to have a tab or space for delimiter, please use the "
+                    "special values 'TAB' or 'SPACE'")
+    raise StatementError(f"Failed to prepare statement: Configuration VALUE_DELIMITER is invalid: {problem}\n"
+                         "Example valid value: ';'", rule="value-delimiter", pos=pos)
 
 
 def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos) -> None:

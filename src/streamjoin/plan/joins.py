@@ -459,8 +459,7 @@ def _bind_on_term(binder: "Binder", term: ast.Expr, scope: Scope) -> ast.Expr:
             try:
                 scope.resolve(column)  # a STRUCT field or a facet
             except StatementError:
-                raise StatementError(f"'{display_name(column.qualifier, 'ksql')}' is not a valid stream/table name or "
-                                     "alias.", rule="unknown-column", pos=column.pos) from None
+                raise _unknown_qualifier(column.qualifier, column.pos) from None
     try:
         return binder.bind_expr(term, scope)
     except StatementError as err:
@@ -468,10 +467,15 @@ def _bind_on_term(binder: "Binder", term: ast.Expr, scope: Scope) -> ast.Expr:
         if err.rule != "unknown-column" or column is None or naming_style(scope.node) != "ksql":
             raise
         if column.qualifier is not None and column.qualifier.text.casefold() not in scope.qualifiers:
-            raise StatementError(f"'{display_name(column.qualifier, 'ksql')}' is not a valid stream/table name or alias.",
-                                 rule="unknown-column", pos=err.pos) from None
+            raise _unknown_qualifier(column.qualifier, err.pos) from None
         name = ".".join(display_name(i, "ksql") for i in (column.qualifier, column.name) if i is not None)
         raise StatementError(f"JOIN ON column '{name}' cannot be resolved.", rule="unknown-column", pos=err.pos) from None
+
+
+def _unknown_qualifier(qualifier: ast.Ident, pos) -> StatementError:
+    """ksqlDB's refusal of a column qualified by no input of the join."""
+    return StatementError(f"Failed to prepare statement: '{display_name(qualifier, 'ksql')}' is not a valid stream/table "
+                          "name or alias.", rule="unknown-column", pos=pos)
 
 
 def _inherited_equivalents(exprs, inputs) -> frozenset:

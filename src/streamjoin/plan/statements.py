@@ -13,8 +13,8 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_key_columns, check_timestamp_column, check_value_columns,
-    key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_timestamp_column,
+    check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
@@ -222,6 +222,8 @@ class StatementPlanner:
         if existing is not None:
             target = existing
         else:
+            if style == "ksql":
+                check_delimiter(props, name.pos)
             columns_out = _columns_of(plan, keys_in_value)
             default_key = str(self.catalog.properties.get(DEFAULT_KEY_FORMAT, "KAFKA")).upper()
             formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
