@@ -54,16 +54,32 @@ _SIMPLE = {"int": "int", "integer": "int", "smallint": "int", "tinyint": "int", 
 
 
 def split_type_args(text: str) -> list[str]:
-    """The arguments of a type's text: ``a,map<b,c>`` -> [``a``, ``map<b,c>``] (commas outside brackets)."""
-    parts, depth, start = [], 0, 0
+    """The arguments of a type's text: ``a,map<b,c>`` -> [``a``, ``map<b,c>``] (commas outside brackets and
+    backticks)."""
+    parts, depth, quoted, start = [], 0, False, 0
     for i, ch in enumerate(text):
-        depth += ch in "<("
-        depth -= ch in ">)"
-        if ch == "," and depth == 0:
+        if ch == "`":
+            quoted = not quoted
+        elif not quoted and ch in "<(":
+            depth += 1
+        elif not quoted and ch in ">)":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
     parts.append(text[start:].strip())
     return [p for p in parts if p]
+
+
+def struct_fields(spark: str) -> list[tuple[str, str]]:
+    """(name, type) of each field of a Spark struct type; [] for any other type."""
+    if not spark.lower().startswith("struct<"):
+        return []
+    fields = []
+    for part in split_type_args(spark[len("struct<"):-1]):
+        name, _, type_ = part.partition(":")
+        fields.append((name.strip().strip("`").replace("``", "`"), type_.strip()))
+    return fields
 
 
 def avro_type(spark_type: str, name: str):
@@ -375,8 +391,7 @@ def _avro_time(value, type_: str):
         if type_ == "timestamp":
             return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
         return date.fromisoformat(value)
-    fields = [(n.strip().strip("`").replace("``", "`"), t) for n, _, t in
-              (part.partition(":") for part in split_type_args(type_[len("struct<"):-1]))] if type_.startswith("struct<") else []
+    fields = struct_fields(type_)
     if fields and isinstance(value, dict):
         given = {k.casefold(): k for k in value}
         return {**value, **{given[n.casefold()]: _avro_time(value[given[n.casefold()]], t.lower())

@@ -39,12 +39,11 @@ from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
     BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema,
-    split_type_args, writer_schema,
+    split_type_args, struct_fields, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
-from ..plan.types import struct_fields
 from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
 from .expressions import compile_expr
 

@@ -1,6 +1,7 @@
 """SQL column types of the four dialects, mapped onto Spark SQL types."""
 from __future__ import annotations
 
+from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
 from ..sql.ast import TypeName
 
@@ -28,23 +29,12 @@ def spark_type(t: TypeName) -> str:
     raise StatementError(f"unknown type {t.name}", rule="unknown-type", pos=t.pos)
 
 
-def struct_fields(spark: str) -> list[tuple[str, str]]:
-    """(name, type) of each field of a Spark struct type; [] for any other type."""
-    if not spark.lower().startswith("struct<"):
-        return []
-    fields = []
-    for part in _top_level(spark[len("struct<"):-1]):
-        name, _, type_ = part.partition(":")
-        fields.append((name.strip().strip("`").replace("``", "`"), type_.strip()))
-    return fields
-
-
 def inner_type(spark: str, field: str | None = None) -> str:
     """The type of ``field`` of a Spark struct type (matched case-insensitively), of an array's elements
     (``field`` None), or of a map's values (``field`` None); "" when ``spark`` is none of these."""
     lowered = spark.lower()
     if field is None and (lowered.startswith("array<") or lowered.startswith("map<")):
-        parts = _top_level(spark[spark.index("<") + 1:-1])
+        parts = split_type_args(spark[spark.index("<") + 1:-1])
         return parts[-1].strip()
     if field is not None:
         return next((type_ for name, type_ in struct_fields(spark) if name.casefold() == field.casefold()), "")
@@ -61,7 +51,7 @@ def ksql_type_name(spark: str) -> str:
     low = text.lower()
     for kind in ("array", "map", "struct"):
         if low.startswith(kind + "<") and low.endswith(">"):
-            parts = _top_level(text[len(kind) + 1:-1])
+            parts = split_type_args(text[len(kind) + 1:-1])
             if kind == "struct":
                 fields = [p.split(":", 1) for p in parts]
                 return "STRUCT<" + ", ".join(f"`{n.strip().strip('`').upper()}` {ksql_type_name(t)}" for n, t in fields) + ">"
@@ -69,19 +59,3 @@ def ksql_type_name(spark: str) -> str:
     if low.startswith("decimal(") and low.endswith(")"):  # SqlDecimal's text: DECIMAL(10, 2)
         return "DECIMAL(" + ", ".join(p.strip() for p in text[8:-1].split(",")) + ")"
     return _KSQL_NAMES.get(low, text.upper())
-
-
-def _top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside <>, () and backticks."""
-    parts, depth, quoted, start = [], 0, False, 0
-    for i, ch in enumerate(text):
-        if ch == "`":
-            quoted = not quoted
-        elif not quoted and ch in "<(":
-            depth += 1
-        elif not quoted and ch in ">)":
-            depth -= 1
-        elif not quoted and ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return parts + [text[start:]]
