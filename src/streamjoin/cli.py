@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = {"run": _run, "demo": _demo, "test": _test, "shell": _shell, "explain": _explain, "topic": _topic}[args.command]
     if args.command in ("run", "demo", "test", "shell") and not args.verbose:
-        _quiet(os.path.join(args.home, "logs", "spark.log"))
+        _quiet(_log_path(args.home))
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -80,6 +81,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         raise
+
+
+def _log_path(home: str) -> str:
+    """Where this process's Spark log goes: ``logs/spark.log`` under the home, a local file (a ``file://`` home is
+    its path; a home on another store, ``s3a://`` or ``hdfs://``, keeps its log in the local temporary folder)."""
+    from urllib.parse import urlparse
+
+    url = urlparse(home)
+    if url.scheme and len(url.scheme) > 1:  # a one-letter scheme is a Windows drive
+        home = url.path if url.scheme == "file" else os.path.join(tempfile.gettempdir(), "streamjoin")
+    return os.path.join(home, "logs", "spark.log")
 
 
 def _quiet(log_path: str) -> None:

@@ -2,8 +2,12 @@
 file under the home, whose path it prints once; ``--verbose`` brings them back."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
+
+import pytest
 
 SCRIPT = """
 CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='JSON');
@@ -25,3 +29,15 @@ def test_run_is_quiet_and_spark_logs_go_to_a_file(tmp_path):
     assert done.stderr.strip() == f"Spark's logs go to {log} (--verbose shows them here)"
     assert "CSAS_J" in done.stdout and "Python worker" not in done.stdout
     assert "Python worker" in log.read_text()  # the join's stateful workers said they started, into the file
+
+
+@pytest.mark.parametrize("home, log", [
+    ("/srv/sj", "/srv/sj/logs/spark.log"),
+    ("sj", "sj/logs/spark.log"),
+    ("file:///srv/sj", "/srv/sj/logs/spark.log"),  # a URI's path, not a folder named "file:" under the current one
+    ("s3a://bucket/sj", os.path.join(tempfile.gettempdir(), "streamjoin", "logs", "spark.log")),
+])
+def test_the_spark_log_is_a_local_file_whatever_the_home(home, log):
+    from streamjoin.cli import _log_path
+
+    assert _log_path(home) == log

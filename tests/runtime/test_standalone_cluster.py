@@ -59,7 +59,7 @@ def test_seed_cases_on_a_standalone_cluster(cluster, tmp_path):
     url, master_log, env = cluster
     results_file = tmp_path / "results.json"
     for name in CASES:
-        cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(tmp_path / "home"), "test", str(SEED_CASES),
+        cmd = [sys.executable, "-m", "streamjoin.cli", "--home", "file://" + str(tmp_path / "home"), "test", str(SEED_CASES),
                "--filter", name, "--master", url, "--records-per-batch", "1", "--json", str(results_file)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         results = json.loads(results_file.read_text())
