@@ -141,7 +141,7 @@ def test_state_is_purged_by_the_watermark(name, make, join_type):
         waiting = segments.frames.get(temporal.WAITING, pd.DataFrame(columns=["__k0"]))
         assert set(np.asarray(pending.iloc[:, 0])) <= {"z"}  # the tail's version, after the watermark
         assert len(waiting) <= 1  # only the last stream record, at the watermark itself
-        base = state_module.read_table(meta["table"], segments, ["__k0"], ["rv"])
+        base = state_module.read_frame(meta["table"], segments, ["__k0"], ["rv"])
         assert base["__k0"].is_unique and meta["rows"] == len(base) + len(pending) + len(waiting)
 
 

@@ -34,7 +34,7 @@ from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_index, restore_integers
+from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, restore_integers
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
@@ -180,13 +180,12 @@ def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], int
         store = read_table(meta["table"], segments, keys, accs)
         codes = rows.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
         heads = rows.iloc[_first_rows(codes)].reset_index(drop=True)  # one row per group, in the order of ``codes``
-        found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
+        found = store.find(heads)
         out = pd.DataFrame({g: rows[g].to_numpy() for g in group_ids})
         changes = heads[keys].copy()
         for spec, acc in zip(specs, accs):
             prior = np.full(len(heads), None, dtype=object)
-            if len(store):
-                prior[found >= 0] = store[acc].to_numpy()[found[found >= 0]]
+            prior[found >= 0] = store.column(acc)[found[found >= 0]]
             values = rows[spec.arg] if spec.arg else None
             out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral or spec.arg == ROWTIME)
         for c in (SEQ, SUB) if latest_time else (ROWTIME, SEQ, SUB):

@@ -47,7 +47,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_codes, key_names, payload,
     previous_row, restore_integers, tag_side, take, version_ends,
 )
-from .state import GONE, apply_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 EVENT = "__event"
 LEAVE_MOVED, LEAVE_DELETED, JOIN, PARENT_CHANGE = 0, 1, 2, 3  # also their order within one input record
@@ -117,7 +117,7 @@ def _subscribe_step(child_key, keys, child_cols, integral):
         count_dropped(meta, "null_key", int(null_pk.sum()))
         rows = rows[~null_pk].reset_index(drop=True)
         stored = read_table(meta["table"], segments, child_key, keys)
-        found = rows_for(stored, child_key, rows)
+        found = stored.rows_for(rows)
         codes = key_codes(pd.concat([found[child_key], rows[child_key]], ignore_index=True), child_key)
         at = pd.Index(codes[:len(found)]).get_indexer(codes[len(found):])  # the child's stored pointer, or -1
         before = previous_row(codes[len(found):])  # its previous change in the batch, or -1
@@ -180,8 +180,8 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
         n, t = len(rows), rows[ROWTIME].to_numpy(dtype=np.int64)
         stored_parents = read_table(meta["parents"], segments, keys, parent_cols + [TIME])
         stored_children = read_table(meta["children"], segments, keys + pk_names, child_cols + [TIME, OK])
-        parents = rows_for(stored_parents, keys, rows).reset_index(drop=True)
-        children = rows_for(stored_children, keys, rows).reset_index(drop=True)
+        parents = stored_parents.rows_for(rows)
+        children = stored_children.rows_for(rows, keys)
         codes = key_codes(pd.concat([f for f in (parents[keys], children[keys], rows[keys]) if len(f)] or [rows[keys]],
                                     ignore_index=True), keys)
         p_fk, c_fk, fk = codes[:len(parents)], codes[len(parents):len(parents) + len(children)], codes[len(parents) + len(children):]
@@ -308,7 +308,7 @@ def _resolve_step(out_key):
         rows = rows.sort_values([SEQ, SUB], kind="stable")
         last = rows.drop_duplicates(out_key + [SEQ], keep="last").reset_index(drop=True)
         stored = read_table(meta["table"], segments, out_key, [])
-        found = rows_for(stored, out_key, last)
+        found = stored.rows_for(last)
         codes = key_codes(pd.concat([found[out_key], last[out_key]], ignore_index=True), out_key)
         stored_live = np.isin(codes[len(found):], codes[:len(found)])
         before = previous_row(codes[len(found):])

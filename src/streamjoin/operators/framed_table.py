@@ -43,7 +43,7 @@ from .keyed_inputs import (
     BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, integral_columns, key_index, key_names,
     payload, restore_integers, tag_side, tick_rows,
 )
-from .state import GONE, apply_changes, log_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, apply_changes, log_changes, new_table_log, read_table, run_segmented
 from .stream_table import last_changes, lookup
 
 STREAM, TABLE = 0, 1
@@ -136,7 +136,7 @@ def framed_step(unit: int, keys, integral_keys, stream_cols, table_cols, key_ids
                 out.append(_close(meta, int(frames[cut]), unit, table, matched, keys, stream_cols, key_ids,
                                   int(rows[SEQ].iloc[cut]), int(st[cut])))
                 matched = matched.iloc[:0]
-        log_changes(meta["table"], segments, last_changes(records[records[SIDE] == TABLE], keys, table_cols), table)
+        log_changes(meta["table"], segments, last_changes(records[records[SIDE] == TABLE], keys, table_cols), table, keys)
         if len(cuts) or len(matched) != matched_before:  # a frame closed, or the open frame matched more keys
             _store_matched(meta, segments, matched)
         meta["rows"] = len(table)
@@ -152,12 +152,13 @@ def _seed(meta, segments, rows: dict, keys, table_cols) -> None:
     if rows:
         changes = pd.DataFrame([(*key, *(row[c] for c in table_cols), False) for key, row in rows.items()],
                                columns=keys + table_cols + [GONE])
-        apply_changes(meta["table"], segments, pd.DataFrame(columns=keys + table_cols), changes, keys)
+        apply_changes(meta["table"], segments, read_table(meta["table"], segments, keys, table_cols), changes, keys)
 
 
 def _join_run(run, table, matched, keys, stream_cols, table_cols, key_ids, stream_padded: bool):
     """One run of records read within one frame: the stream records joined (``stream_table.lookup``), the
-    table after the run's changes, and the frame's matched keys with the run's."""
+    table (a ``state.LiveTable``) changed in place by the run's changes, and the frame's matched keys with the
+    run's."""
     if not len(run):
         return run.iloc[:0], table, matched
     out, unmatched = lookup(run.reset_index(drop=True), table, keys, stream_cols, table_cols, key_ids, outer=True)
@@ -167,13 +168,14 @@ def _join_run(run, table, matched, keys, stream_cols, table_cols, key_ids, strea
         matched = pd.concat([matched, hits], ignore_index=True).drop_duplicates(keys, ignore_index=True)
     if not stream_padded:
         out = out[found]
-    table = merge_changes(table, last_changes(run[run[SIDE] == TABLE], keys, table_cols), keys)
+    table.apply(last_changes(run[run[SIDE] == TABLE], keys, table_cols))
     return out, table, matched
 
 
 def _close(meta, frame: int, unit: int, table, matched, keys, stream_cols, key_ids, seq: int, now: int) -> pd.DataFrame:
     """Close every frame before ``frame``: for the one in progress, the live table rows it matched no stream
     record with; for each later (empty) one, every live row; each at its frame's end, emitted at ``seq``."""
+    table = table.frame()
     silent = table[~key_index(table, keys).isin(key_index(matched, keys))] if len(matched) and len(table) else table
     closing = []
     for f in range(meta["frame"], frame):

@@ -54,7 +54,7 @@ from .keyed_inputs import (
     restore_integers, tag_side, take, version_ends,
 )
 from .pair_condition import compile_condition, supported
-from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_table, rows_for, run_segmented
+from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_frame, rows_for, run_segmented
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
@@ -161,7 +161,7 @@ def _versions_step(cols, keys, ttl, out_names):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = rows.sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
         rows[CLOCK] = clock_values(rows[STREAM_TIME])
-        stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
+        stored = read_frame(meta["table"], segments, [ROW_ID], carried + [CLOCK])
         ids = rows[ROW_ID].to_numpy()
         before = previous_row(ids)
         in_batch = before >= 0
@@ -204,7 +204,7 @@ def _save(meta, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys, clo
             gone = table[expired].assign(**{GONE: True})
             changes = pd.concat([changes[~key_index(changes, keys).isin(key_index(gone, keys))], gone], ignore_index=True)
             table = table[~expired].reset_index(drop=True)
-    log_changes(meta["table"], segments, changes, table)
+    log_changes(meta["table"], segments, changes, table, keys)
     meta["rows"] = len(table)
 
 
@@ -325,7 +325,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2, **{CLOCK: clock_values(rows[STREAM_TIME])})
         rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable").reset_index(drop=True)
         rows = rows.assign(**{c: None for c in columns if c not in rows.columns})  # a side absent from the batch
-        stored = read_table(meta["table"], segments, stored_key, stored_cols)
+        stored = read_frame(meta["table"], segments, stored_key, stored_cols)
         found = load(stored, rows)
         codes = key_codes(pd.concat([f for f in (found[keys], rows[keys]) if len(f)] or [rows[keys]], ignore_index=True), keys)
         row_k = codes[len(found):]

@@ -40,7 +40,7 @@ from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
     tick_only_clock, tick_rows,
 )
-from .state import GONE, apply_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, log_changes, merge_changes, new_table_log, read_frame, run_segmented
 from .window_aggregate import timed_rows
 
 START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
@@ -90,7 +90,7 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         due = meta["earliest_end"] is not None and meta["earliest_end"] < horizon
         if not len(data) and not due:
             return pd.DataFrame(columns=out_names), meta
-        store = read_table(meta["table"], segments, keys, [END] + accs)
+        store = read_frame(meta["table"], segments, keys, [END] + accs)
         out, changes = [], []
         touched = set()
         for group, group_rows in (data.groupby(group_ids, sort=False, dropna=False) if len(data) else ()):
@@ -112,7 +112,8 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
             if len(gone):
                 kept = logged[~key_index(logged, keys).isin(key_index(gone, keys))]
                 logged = pd.concat([kept, gone.assign(**{GONE: True}).reindex(columns=columns)], ignore_index=True)
-        table = apply_changes(meta["table"], segments, store, logged, keys)
+        table = merge_changes(store, logged, keys)
+        log_changes(meta["table"], segments, logged, table, keys)
         meta["rows"] = len(table)
         meta["earliest_end"] = int(table[END].min()) if len(table) else None
         frame = pd.DataFrame(out, columns=["__group", "__start", "__end", "__values", ROWTIME, SEQ, SUB, STREAM_TIME,

@@ -6,7 +6,8 @@ a small pickled *meta* value per bucket (counters, and an index of the bucket's 
 segment number to one pickled frame of stored rows. The operator reads only the segments its batch can
 touch and writes back only those that changed; expiry removes whole segments by number without reading
 them. Its cost per batch follows the batch. A segment is a slice of event time (the windowed joins), or a
-chunk of a table's change log (``new_table_log``: the table joins and aggregates).
+chunk of a table's change log (``new_table_log``: the table joins and aggregates), which the worker keeps
+between batches as a ``LiveTable``: found by key and changed in place, at the cost of the batch's keys.
 
 Measured here (``transformWithStateInPandas``, local[2]): a state call costs 0.3-0.5 ms, and a value moves
 at ~12 ms per MB each way; so few calls, and bytes only for what a batch needs. Rows of a state bucket go
@@ -33,6 +34,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -164,12 +166,16 @@ def _cached(entry: tuple, token) -> tuple[dict, dict]:
     cached = _CACHE.get(entry)
     if token is None or cached is None or cached[0] != token:
         return {}, {}
-    return dict(cached[1]), dict(cached[2])
+    # a memo changed in place (``LiveTable``) by a batch that then failed is valid for no token
+    return dict(cached[1]), {k: m for k, m in cached[2].items() if getattr(m, "valid_for", token) == token}
 
 
 def _keep(entry: tuple, token: str, frames: dict, memo: dict) -> None:
     """Cache a group's frames and memo under ``token``, evicting the least recently used groups past
     ``CACHE_BYTES``."""
+    for memo_value in memo.values():
+        if isinstance(memo_value, LiveTable):
+            memo_value.valid_for = token
     previous = _CACHE.pop(entry, None)
     if previous is not None and previous[0] == token and previous[1].keys() == frames.keys() and previous[2].keys() == memo.keys():
         _CACHE[entry] = previous  # the same state, nothing more read: the same frames, no need to size them
@@ -184,8 +190,8 @@ def _keep(entry: tuple, token: str, frames: dict, memo: dict) -> None:
 
 def _size(frames: dict, memo: dict) -> int:
     """A cache entry's memory, roughly: strings count as their pointers."""
-    return sum(int(f.memory_usage(index=False, deep=False).sum())
-               for f in (*frames.values(), *memo.values()) if hasattr(f, "memory_usage"))
+    return sum(int(f.memory_usage(index=False, deep=False).sum()) if hasattr(f, "memory_usage") else f.nbytes()
+               for f in (*frames.values(), *memo.values()) if hasattr(f, "memory_usage") or isinstance(f, LiveTable))
 
 
 class _SegmentedStateProcessor(StatefulProcessor):
@@ -376,15 +382,26 @@ MAX_CHUNKS = 16
 
 
 def new_table_log(name: str = "table", first_segment: int = 0) -> dict:
-    """The meta part of an empty table log: its chunks' segment numbers, the next number, rows logged, and
-    its name (an operator keeping several logs in one bucket gives each a name and its own range of
+    """The meta part of an empty table log: its chunks' segment numbers and row counts, the next number, rows
+    logged, and its name (an operator keeping several logs in one bucket gives each a name and its own range of
     segment numbers)."""
-    return {"chunks": [], "next": first_segment, "logged": 0, "name": name}
+    return {"chunks": [], "sizes": [], "next": first_segment, "logged": 0, "name": name}
 
 
-def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str]) -> "pd.DataFrame":
-    """The table a log holds (one row per live key: ``keys + columns``): the memo when it is still there,
-    else the chunks replayed in order.
+def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str]) -> "LiveTable":
+    """The table a log holds, as a ``LiveTable`` (found by key, changed in place): the memo when it is still
+    there, else the chunks replayed (``read_frame``)."""
+    name = log.get("name", "table")
+    table = segments.memo.get(name)
+    if not isinstance(table, LiveTable):
+        table = segments.memo[name] = LiveTable(keys, columns, read_frame(log, segments, keys, columns))
+    return table
+
+
+def read_frame(log: dict, segments: Segments, keys: list[str], columns: list[str]) -> "pd.DataFrame":
+    """The table a log holds as one frame (one row per live key: ``keys + columns``, in the order of their last
+    change), for an operator that works on the whole table: the memo when it is still there, else the chunks
+    replayed in order.
 
     Replayed in one pass when the chunks' column types agree: the last change of every key, in the order of
     those changes, less removals, is the table ``merge_changes`` builds chunk by chunk (rows and row order);
@@ -395,6 +412,8 @@ def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str
 
     name = log.get("name", "table")
     table = segments.memo.get(name)
+    if isinstance(table, LiveTable):
+        return table.frame()
     if table is None:
         # by position: see stream_stream's reading of its segments
         chunks = [segments.get(chunk).set_axis(keys + columns + [GONE], axis=1) for chunk in log["chunks"]]
@@ -410,33 +429,266 @@ def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str
     return table
 
 
-def log_changes(log: dict, segments: Segments, changes: "pd.DataFrame", table: "pd.DataFrame") -> None:
-    """Append a batch's changes (the last per key, ``GONE`` set on removals) as one chunk, given ``table``,
-    the table after them. Past ``MAX_CHUNKS`` chunks, or when the log holds more than twice the table's
-    rows, the log is replaced by one chunk of the table: an O(table) write every so many batches, so a
-    batch costs its changes, amortised, and a cold read replays at most ``MAX_CHUNKS`` chunks."""
+def log_changes(log: dict, segments: Segments, changes: "pd.DataFrame", table, keys: list[str]) -> None:
+    """Append a batch's changes (the last per key, ``keys`` first, ``GONE`` set on removals) as one chunk, and
+    keep ``table`` (the table after them: a ``LiveTable`` or a frame) as the memo.
+
+    The log is compacted size-tiered, as an LSM tree is: while the new chunk holds at least half as many rows
+    as the chunk before it (or the log has ``MAX_CHUNKS``), the two are merged into one (the last change per key
+    wins; a removal is dropped once nothing older is left under it). A row is merged O(log n) times in all, so
+    a batch costs its changes, amortised, never a write of the whole table; the log keeps at most
+    ``MAX_CHUNKS`` chunks, which a cold read replays."""
     segments.memo[log.get("name", "table")] = table
     if not len(changes):
         return
+    sizes = log.setdefault("sizes", _old_sizes(log))
     number = log["next"]
     log["next"] += 1
-    if len(log["chunks"]) < MAX_CHUNKS and log["logged"] + len(changes) <= 2 * len(table) + 10_000:
-        segments.put(number, changes)
-        log["chunks"].append(number)
-        log["logged"] += len(changes)
+    chunk = changes if log["chunks"] else _live(changes)
+    while log["chunks"] and (2 * len(chunk) >= sizes[-1] or len(log["chunks"]) >= MAX_CHUNKS):
+        older = log["chunks"].pop()
+        sizes.pop()
+        chunk = _merged(segments.get(older), chunk, len(keys), bottom=not log["chunks"])
+        segments.remove(older)
+    if not len(chunk) and not log["chunks"]:  # every row removed: an empty log
+        sizes.clear()
+        log["logged"] = 0
         return
-    segments.put(number, table.assign(**{GONE: False}))
-    for chunk in log["chunks"]:
-        segments.remove(chunk)
-    log["chunks"], log["logged"] = [number], len(table)
+    segments.put(number, chunk)
+    log["chunks"].append(number)
+    sizes.append(len(chunk))
+    log["logged"] = sum(sizes)
 
 
-def apply_changes(log: dict, segments: Segments, stored: "pd.DataFrame", changes: "pd.DataFrame",
-                  keys: list[str]) -> "pd.DataFrame":
-    """``stored`` after ``changes`` (``merge_changes``), with the changes logged (``log_changes``)."""
-    table = merge_changes(stored, changes, keys)
-    log_changes(log, segments, changes, table)
-    return table
+def _old_sizes(log: dict) -> list:
+    """Chunk sizes for a log written before they were kept: its rows spread evenly (they only steer merging)."""
+    n = len(log["chunks"])
+    return [log["logged"] // n] * n if n else []
+
+
+def _live(chunk: "pd.DataFrame") -> "pd.DataFrame":
+    """A chunk with nothing older under it: its removals say nothing."""
+    gone = chunk[GONE].to_numpy(dtype=bool)
+    return chunk[~gone].reset_index(drop=True) if gone.any() else chunk
+
+
+def _merged(older: "pd.DataFrame", newer: "pd.DataFrame", n_keys: int, bottom: bool) -> "pd.DataFrame":
+    """Two consecutive chunks as one: each key's last change, in the order of those changes."""
+    import pandas as pd
+
+    both = pd.concat([older.set_axis(newer.columns, axis=1), newer], ignore_index=True)
+    last = both[~key_index(both, list(newer.columns[:n_keys])).duplicated(keep="last")].reset_index(drop=True)
+    return _live(last) if bottom else last
+
+
+def apply_changes(log: dict, segments: Segments, stored: "LiveTable", changes: "pd.DataFrame",
+                  keys: list[str]) -> "LiveTable":
+    """``stored`` (``read_table``'s) changed in place by ``changes`` (at most one per key), with the changes logged
+    (``log_changes``)."""
+    stored.apply(changes)
+    log_changes(log, segments, changes, stored, keys)
+    return stored
+
+
+class LiveTable:
+    """A keyed table as a Python worker keeps it between micro-batches: found by key and changed in place, so that
+    a batch costs what it looks up and changes, not the table's size.
+
+    Rows live at fixed positions in growable column arrays. Keys are found through a pandas index built once over
+    the positions it covers (its hash table is kept with it), plus a dict of the keys added since; a removed
+    row's position stays, dead, and takes its key back if it returns. Both are rebuilt, dead rows dropped, once
+    the dict or the dead rows outgrow an eighth of the table: O(table) work after O(table) changes. ``frame()``
+    gives the live rows in the order of their last change (a stamp per row), the order a replay of the log
+    gives: an operator sees the same table however its worker came by it.
+
+    A Python worker's cache may hand the same object to the group's next batch: ``valid_for`` names the state
+    token it is valid for (``_keep`` sets it); a change clears it first, so a batch that fails half-way leaves
+    an object the cache will not hand out again (``_cached``)."""
+
+    def __init__(self, keys: list[str], columns: list[str], frame: "pd.DataFrame"):
+        self.keys, self.columns = list(keys), list(columns)
+        self.valid_for: Optional[str] = None
+        self._rebuild({c: frame[c].to_numpy() for c in self.keys + self.columns}, len(frame))
+
+    def _rebuild(self, values: dict, size: int) -> None:
+        import numpy as np
+        import pandas as pd
+
+        self.values, self.size = values, size
+        self.alive = np.ones(size, dtype=bool)
+        self.stamp = np.arange(size, dtype=np.int64)
+        self.next_stamp = size
+        self.live = size
+        self.index = key_index(pd.DataFrame({k: values[k][:size] for k in self.keys}), self.keys)
+        self.added: dict = {}  # key -> position, for rows past the index
+        self.prefix: Optional[tuple] = None  # (n, the positions under each value of the first n key columns)
+
+    def __len__(self) -> int:
+        return self.live
+
+    def nbytes(self) -> int:
+        """Its memory, roughly (strings count as their pointers; the index as its keys)."""
+        return sum(v.nbytes for v in self.values.values()) * 2 + self.alive.nbytes + self.stamp.nbytes
+
+    def column(self, name: str) -> "np.ndarray":
+        """A column's values by position (``find``'s positions index it)."""
+        return self.values[name][:self.size]
+
+    def find(self, frame: "pd.DataFrame") -> "np.ndarray":
+        """The position of the live row holding each row's key of ``frame`` (its columns named as the table's
+        keys), or -1."""
+        import numpy as np
+
+        at = self._positions(frame)
+        found = at >= 0
+        found[found] = self.alive[at[found]]
+        return np.where(found, at, -1)
+
+    def rows_for(self, wanted: "pd.DataFrame", keys: Optional[list[str]] = None) -> "pd.DataFrame":
+        """The live rows whose ``keys`` (the table's keys, or their first columns: then any number of rows per
+        wanted key) are among ``wanted``'s, in the order of their last change."""
+        import numpy as np
+
+        keys = keys or self.keys
+        if len(keys) == len(self.keys):
+            at = np.unique(self.find(wanted))
+            return self._frame_at(at[at >= 0])
+        groups = self._groups(len(keys))
+        at = np.fromiter((p for key in set(_hashed([wanted[k].to_numpy() for k in keys])) for p in groups.get(key, ())),
+                         dtype=np.int64)
+        return self._frame_at(at[self.alive[at]])
+
+    def _groups(self, n: int) -> dict:
+        """The positions of the rows under each value of the first ``n`` key columns (built on first use, kept up
+        to date by ``apply``, dropped with the index)."""
+        if self.prefix is None or self.prefix[0] != n:
+            groups: dict = {}
+            for position, key in enumerate(_hashed([self.values[k][:self.size] for k in self.keys[:n]])):
+                groups.setdefault(key, []).append(position)
+            self.prefix = (n, groups)
+        return self.prefix[1]
+
+    def frame(self) -> "pd.DataFrame":
+        """The live rows (``keys + columns``), in the order of their last change."""
+        import numpy as np
+
+        return self._frame_at(np.flatnonzero(self.alive))
+
+    def _frame_at(self, at: "np.ndarray") -> "pd.DataFrame":
+        """The rows at positions ``at``, in the order of their last change."""
+        import numpy as np
+        import pandas as pd
+
+        at = at[np.argsort(self.stamp[at], kind="stable")]
+        return pd.DataFrame({c: self.values[c][at] for c in self.keys + self.columns})
+
+    def apply(self, changes: "pd.DataFrame") -> None:
+        """Apply a batch's changes (``keys + columns + [GONE]``, at most one per key, in the order they were made)."""
+        import numpy as np
+
+        if not len(changes):
+            return
+        self.valid_for = None
+        gone = changes[GONE].to_numpy(dtype=bool)
+        if not self.size:  # the first rows: the columns take their types
+            stamp = self.next_stamp
+            self._rebuild({c: changes[c].to_numpy()[~gone] for c in self.keys + self.columns}, int((~gone).sum()))
+            self.stamp += stamp
+            self.next_stamp = stamp + len(changes)
+            return
+        at = self._positions(changes)
+        old = at >= 0
+        was_alive = np.zeros(len(at), dtype=bool)
+        was_alive[old] = self.alive[at[old]]
+        new = ~old & ~gone
+        first = self.size
+        at[new] = first + np.arange(int(new.sum()))
+        self._grow(first + int(new.sum()))
+        kept = old | new
+        for c in self.keys + self.columns:
+            self._assign(c, at[kept & ~gone], changes[c].to_numpy()[kept & ~gone])
+        self.alive[at[kept]] = ~gone[kept]
+        self.stamp[at[kept]] = self.next_stamp + np.flatnonzero(kept)
+        self.next_stamp += len(changes)
+        self.live += int((~gone & ~was_alive).sum() - (gone & was_alive).sum())
+        if new.any():
+            key_values = [changes[k].to_numpy()[new] for k in self.keys]
+            self.added.update(zip(_hashed(key_values), at[new].tolist()))
+            if self.prefix is not None:
+                n, groups = self.prefix
+                for key, position in zip(_hashed(key_values[:n]), at[new].tolist()):
+                    groups.setdefault(key, []).append(position)
+        dead = self.size - self.live
+        if len(self.added) > max(4096, self.live // 8) or dead > max(4096, self.live // 8):
+            live = np.flatnonzero(self.alive)
+            live = live[np.argsort(self.stamp[live], kind="stable")]
+            self._rebuild({c: self.values[c][live] for c in self.values}, len(live))
+
+    def _positions(self, frame: "pd.DataFrame") -> "np.ndarray":
+        """Each row's key's position, live or dead, or -1."""
+        import numpy as np
+
+        at = self.index.get_indexer(key_index(frame, self.keys)) if len(self.index) else np.full(len(frame), -1)
+        if self.added:
+            missing = np.flatnonzero(at < 0)
+            if len(missing):
+                key_values = [frame[k].to_numpy()[missing] for k in self.keys]
+                at[missing] = [self.added.get(key, -1) for key in _hashed(key_values)]
+        return at
+
+    def _grow(self, size: int) -> None:
+        import numpy as np
+
+        capacity = len(self.alive)
+        if size > capacity:
+            capacity = max(size, 2 * capacity, 64)
+            for c, values in self.values.items():
+                grown = np.empty(capacity, dtype=values.dtype)
+                if values.dtype == object:
+                    grown[:] = None
+                grown[:self.size] = values[:self.size]
+                self.values[c] = grown
+            self.alive = np.concatenate([self.alive[:self.size], np.zeros(capacity - self.size, bool)])
+            self.stamp = np.concatenate([self.stamp[:self.size], np.zeros(capacity - self.size, np.int64)])
+        self.size = size
+
+    def _assign(self, name: str, at: "np.ndarray", values: "np.ndarray") -> None:
+        """Write ``values`` at positions ``at``, widening the column's type as ``pandas.concat`` would."""
+        column = self.values[name]
+        if values.dtype != column.dtype:
+            common = _common_dtype(column.dtype, values.dtype)
+            if column.dtype != common:
+                column = self.values[name] = _as_dtype(column, common)
+            values = _as_dtype(values, common)
+        column[at] = values
+
+
+def _hashed(key_values: list) -> list:
+    """Key values (one array per key column) as dict keys: a value, or a tuple for a composite key; a missing
+    value (None, NaN, NaT) as None, which equals itself."""
+    import pandas as pd
+
+    columns = []
+    for values in key_values:
+        listed = pd.Series(values).astype(object).where(pd.notna(values), None).tolist()
+        columns.append(listed)
+    return columns[0] if len(columns) == 1 else list(zip(*columns))
+
+
+def _common_dtype(a, b):
+    import numpy as np
+
+    if a.kind in "iuf" and b.kind in "iuf" or a.kind == b.kind == "M":
+        return np.result_type(a, b)
+    return np.dtype(object)
+
+
+def _as_dtype(values, dtype):
+    import pandas as pd
+
+    if dtype == object and values.dtype.kind in "mM":  # numpy would turn datetimes into integers
+        return pd.Series(values).to_numpy(dtype=object)
+    return values.astype(dtype)
 
 
 def rows_for(table: "pd.DataFrame", keys: list[str], wanted: "pd.DataFrame") -> "pd.DataFrame":

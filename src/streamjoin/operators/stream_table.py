@@ -22,13 +22,13 @@ read later (while stream time has not passed the record's time + the retention, 
 once more, joined, at the table row's time.
 
 State (changelog table only; per bucket, segmented: ``operators.state``): the live table rows — join key and
-the table's columns — as a log of change chunks, one per micro-batch that changed the table, replaced by
-one chunk of the whole table every 16 chunks (``state.log_changes``); with the Lenses exception, the
+the table's columns — as a log of change chunks, one per micro-batch that changed the table, compacted
+size-tiered (``state.log_changes``); with the Lenses exception, the
 waiting padded records in one more segment, purged once stream time passes their time + the retention;
 and, in the bucket's meta value, the count of stream records dropped for a null key and the number of live
 rows and waiting records. A batch writes only its own
-changes; the table it looks up is the worker's cached copy while that still matches the store, else the
-chunks replayed. A tombstone, or a change that fails the table's ON predicates, removes its key at once;
+changes; the table it looks up is the worker's ``state.LiveTable`` (found by key, changed in place) while that
+still matches the store, else the chunks replayed. A tombstone, or a change that fails the table's ON predicates, removes its key at once;
 nothing else is purged (a table holds every live key, as in ksqlDB).
 """
 from __future__ import annotations
@@ -44,10 +44,10 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, Scan, walk
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
+    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_names, payload,
     restore_integers, tag_side, take,
 )
-from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
+from .state import GONE, LiveTable, apply_changes, new_table_log, read_table, run_segmented
 
 STREAM, TABLE = 0, 1  # sort order within one record: a stream record looks up before its own table copy
 
@@ -153,7 +153,7 @@ def _rematch(meta, segments, rows, padded, keys, table_cols, key_ids, retention:
     return emitted
 
 
-def lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple[pd.DataFrame, np.ndarray]:
+def lookup(rows, store: LiveTable, keys, stream_cols, table_cols, key_ids, outer) -> tuple[pd.DataFrame, np.ndarray]:
     """Every stream record of ``rows`` (sorted by ingestion order) joined with the latest earlier change of its
     key in ``rows``, else with ``store``'s row: the output rows (all of them when ``outer``, else the matched
     ones) and which of them could match but found no live row."""
@@ -165,12 +165,12 @@ def lookup(rows, store, keys, stream_cols, table_cols, key_ids, outer) -> tuple[
     in_batch = ~np.isnan(latest[stream])
     batch_pos = np.where(in_batch, latest[stream], 0).astype(np.int64)
     live = (rows[OK].to_numpy(dtype=bool) & ~rows[DELETE].to_numpy(dtype=bool))[batch_pos] & in_batch
-    stored_pos = key_index(store, keys).get_indexer(key_index(recs, keys)) if len(store) else np.full(len(recs), -1)
+    stored_pos = store.find(recs)
     from_store = ~in_batch & (stored_pos >= 0)
     matched = recs[OK].to_numpy(dtype=bool) & (live | from_store)
     out = pd.DataFrame({c: recs[c].to_numpy() for c in stream_cols})
     for c in table_cols:
-        value = np.where(in_batch, take(rows[c].to_numpy(), batch_pos, in_batch), take(store[c].to_numpy(), stored_pos, from_store))
+        value = np.where(in_batch, take(rows[c].to_numpy(), batch_pos, in_batch), take(store.column(c), stored_pos, from_store))
         out[c] = np.where(matched, value, None)
     for jk, k in zip(key_ids, keys):
         out[jk] = recs[k].to_numpy()

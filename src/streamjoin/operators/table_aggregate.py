@@ -40,7 +40,7 @@ from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import GLOBAL, AggSpec, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_codes, key_index, restore_integers, take
+from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
@@ -111,11 +111,11 @@ def row_step(row_key: list[str], carried: list[str], integral: list[str]):
         before = pd.Series(np.arange(len(rows))).groupby(codes.to_numpy()).shift(1).to_numpy()
         in_batch = ~np.isnan(before)
         before = np.where(in_batch, before, 0).astype(np.int64)
-        stored = key_index(store, row_key).get_indexer(key_index(rows, row_key)) if len(store) else np.full(len(rows), -1)
+        stored = store.find(rows)
         from_store = ~in_batch & (stored >= 0)
         retracted, added = np.flatnonzero((in_batch & ~deleted[before]) | from_store), np.flatnonzero(~deleted)
         events = {c: np.concatenate([np.where(in_batch, take(rows[c].to_numpy(), before, in_batch),
-                                              take(store[c].to_numpy(), stored, from_store))[retracted],
+                                              take(store.column(c), stored, from_store))[retracted],
                                      rows[c].to_numpy(dtype=object)[added]]) for c in carried}
         events[SIGN] = np.repeat([RETRACT, ADD], [len(retracted), len(added)])
         for c in (ROWTIME, SEQ, SUB):
@@ -152,8 +152,8 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
         store = read_table(meta["table"], segments, keys, columns)
         codes = key_codes(events, keys)
         heads = events.iloc[_first_rows(codes)].reset_index(drop=True)  # one row per group, in the order of ``codes``
-        found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
-        fold = _GroupFold(events, codes, {c: take(store[c].to_numpy(), found, found >= 0) for c in columns}, keep_empty)
+        found = store.find(heads)
+        fold = _GroupFold(events, codes, {c: take(store.column(c), found, found >= 0) for c in columns}, keep_empty)
         out = pd.DataFrame({c: events[c].to_numpy()[fold.emits] for c in groups + [ROWTIME, SEQ, SUB]})
         changes = heads[keys].assign(**{ROWS: fold.final_rows, GONE: (fold.final_rows <= 0) & (not keep_empty)})
         for i, s in enumerate(specs):

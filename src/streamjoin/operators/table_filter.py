@@ -62,7 +62,7 @@ def _bucket_step(keys: list[str], integral_keys: list[str], out_columns: list[st
         index = key_index(rows, keys)
         group = pd.factorize(index)[0]
         before = pd.Series(passes.astype(np.int8)).groupby(group).shift(1, fill_value=-1).to_numpy()
-        stored = index.isin(key_index(store, keys)) if len(store) else np.zeros(len(rows), dtype=bool)
+        stored = store.find(rows) >= 0
         previous = np.where(before < 0, stored, before == 1)
         emit = passes | previous
         out = rows[emit].assign(**{TOMBSTONE: ~passes[emit]})

@@ -41,7 +41,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
+    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns,
     key_names, payload, restore_integers, tag_side, take, tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
@@ -176,13 +176,13 @@ def _emit(due: pd.DataFrame, rows: pd.DataFrame, base, pending: pd.DataFrame, ke
     in_pending = found >= 0
     alive = np.zeros(len(due), dtype=bool)
     alive[in_pending] = pending[ALIVE].to_numpy(dtype=bool)[found[in_pending]]
-    at = key_index(base, keys).get_indexer(key_index(due, keys)) if len(base) else np.full(len(due), -1)
+    at = base.find(due)
     in_base = ~in_pending & (at >= 0)
     matched = ok & ((in_pending & alive) | in_base)
     out = pd.DataFrame({c: due[c].to_numpy() for c in stream_cols})
     for c in table_cols:
         out[c] = np.where(in_pending, take(pending[c].to_numpy(), found, matched & in_pending),
-                          take(base[c].to_numpy(), at, matched & in_base)) if len(base) else \
+                          take(base.column(c), at, matched & in_base)) if len(base) else \
             take(pending[c].to_numpy(), found, matched)
     for jk, k in zip(key_ids, keys):
         out[jk] = due[k].to_numpy()

@@ -59,7 +59,7 @@ from .keyed_inputs import (
     BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
     restore_integers, tick_only_clock, tick_rows,
 )
-from .state import GONE, apply_changes, merge_changes, new_table_log, read_table, run_segmented
+from .state import GONE, log_changes, merge_changes, new_table_log, read_frame, run_segmented
 
 START, FIRST, LATEST = "__wstart", "__first", "__latest"  # a row's window start (ms); in state: the window's first
 # row's ingestion position and the latest time of its rows
@@ -154,7 +154,7 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
         due = meta["earliest_end"] is not None and clock != NO_TIME and meta["earliest_end"] <= clock - lag
         if not len(data) and not due:
             return pd.DataFrame(columns=out_names), meta
-        store = read_table(meta["table"], segments, keys, stored)
+        store = read_frame(meta["table"], segments, keys, stored)
         changes, running = _folded(data, store, keys, specs, accs, integral)
         table = merge_changes(store, changes.assign(**{GONE: False}), keys)
         ends = table[START].to_numpy(dtype=np.int64) + size if len(table) else np.zeros(0, dtype=np.int64)
@@ -171,7 +171,9 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
         gone = table[closing][keys].assign(**{GONE: True})
         kept = changes[~key_index(changes, keys).isin(key_index(gone, keys))] if len(gone) else changes
         logged = pd.concat([kept.assign(**{GONE: False}), gone], ignore_index=True)
-        remaining = apply_changes(meta["table"], segments, store, logged.reindex(columns=keys + stored + [GONE]), keys)
+        logged = logged.reindex(columns=keys + stored + [GONE])
+        remaining = merge_changes(store, logged, keys)
+        log_changes(meta["table"], segments, logged, remaining, keys)
         meta["rows"] = len(remaining)
         meta["earliest_end"] = int(remaining[START].min()) + size if len(remaining) else None
         return out, meta
