@@ -127,3 +127,24 @@ def test_rows_under_the_first_key_columns():
                 model[key] = v
         wanted = pd.DataFrame({"p": [1, 3, 3, 9]})
         assert rows_of(table.rows_for(wanted, ["p"])) == [(p, c, v) for (p, c), v in model.items() if p in (1, 3)]
+
+
+def test_rows_by_other_columns_whose_values_change():
+    """A table keyed by row id read by (side, join key), as the Flink regular join reads it: a row that moves to
+    another join key leaves its old group; a removed row that comes back under another key moves too."""
+    rng = random.Random(4)
+    table = LiveTable(["id"], ["side", "k", "v"], pd.DataFrame({"id": ["r0"], "side": [0], "k": ["a"], "v": [0]}))
+    model = {"r0": (0, "a", 0)}
+    for b in range(40):
+        if b == 3:
+            table.rows_for(pd.DataFrame({"side": [0], "k": ["a"]}), ["side", "k"])  # the groups are kept from here on
+        changes = {f"r{rng.randrange(12)}": (rng.randrange(2), rng.choice("abc"), b, rng.random() < 0.3) for _ in range(5)}
+        table.apply(pd.DataFrame([(i, s, k, v, gone) for i, (s, k, v, gone) in changes.items()],
+                                 columns=["id", "side", "k", "v", GONE]))
+        for i, (s, k, v, gone) in changes.items():
+            model.pop(i, None)
+            if not gone:
+                model[i] = (s, k, v)
+        wanted = pd.DataFrame({"side": [1, 0], "k": ["b", "c"]})
+        assert rows_of(table.rows_for(wanted, ["side", "k"])) == [(i, *row) for i, row in model.items()
+                                                                 if (row[0], row[1]) in ((1, "b"), (0, "c"))]

@@ -32,8 +32,6 @@ ingestion order, and logs what changed. A tombstone removes its row from each st
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -147,12 +145,6 @@ def _subscribe_step(child_key, keys, child_cols, integral):
         return events.reset_index(drop=True), meta
 
     return step
-
-
-def _as_dict(rows: pd.DataFrame, keys: list[str], columns: list[str]) -> dict:
-    """Table rows as {key tuple: tuple of ``columns``}, nulls as None."""
-    values = rows[columns].itertuples(index=False, name=None) if columns else iter(lambda: (), None)
-    return {_clean(key): tuple(row) for key, row in zip(rows[keys].itertuples(index=False, name=None), values)}
 
 
 def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer, parent_outer, integral):
@@ -320,18 +312,6 @@ def _resolve_step(out_key):
         return last[~tombstone | live | always], meta
 
     return step
-
-
-def _clean(values) -> tuple:
-    """A key as a hashable tuple in which every null is None (pandas may hand over NaN)."""
-    return tuple(None if v is None or v != v else v for v in values)
-
-
-def _with_key(row: tuple, positions: list[int], key: tuple) -> tuple[Any, ...]:
-    values = list(row)
-    for p, v in zip(positions, key):
-        values[p] = v
-    return tuple(values)
 
 
 OPERATOR = ForeignKeyJoin()

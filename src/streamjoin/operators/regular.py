@@ -54,7 +54,7 @@ from .keyed_inputs import (
     restore_integers, tag_side, take, version_ends,
 )
 from .pair_condition import compile_condition, supported
-from .state import GONE, key_index, log_changes, merge_changes, new_table_log, read_frame, rows_for, run_segmented
+from .state import GONE, LiveTable, key_index, log_changes, new_table_log, read_table, run_segmented
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
@@ -161,21 +161,20 @@ def _versions_step(cols, keys, ttl, out_names):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = rows.sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
         rows[CLOCK] = clock_values(rows[STREAM_TIME])
-        stored = read_frame(meta["table"], segments, [ROW_ID], carried + [CLOCK])
-        ids = rows[ROW_ID].to_numpy()
-        before = previous_row(ids)
+        stored = read_table(meta["table"], segments, [ROW_ID], carried + [CLOCK])
+        before = previous_row(rows[ROW_ID].to_numpy())
         in_batch = before >= 0
         before = np.maximum(before, 0)
-        at = key_index(stored, [ROW_ID]).get_indexer(ids) if len(stored) else np.full(len(rows), -1)
+        at = stored.find(rows)
         deletes = rows[DELETE].to_numpy(dtype=bool)
         had = np.where(in_batch, ~deletes[before], at >= 0)  # a previous version exists
-        old_clock = np.where(in_batch, rows[CLOCK].to_numpy()[before],
-                             stored[CLOCK].to_numpy(dtype=np.int64)[np.maximum(at, 0)] if len(stored) else NO_TIME)
+        stored_clock = np.where(at >= 0, take(stored.column(CLOCK), at, at >= 0), NO_TIME)
+        old_clock = np.where(in_batch, rows[CLOCK].to_numpy()[before], stored_clock).astype(np.int64)
         clock = rows[CLOCK].to_numpy()
         alive = np.ones(len(rows), bool) if ttl is None else (clock == NO_TIME) | (old_clock >= clock - ttl)
         retracts = had & alive
-        old = {c: np.where(in_batch, rows[c].to_numpy(dtype=object)[before],
-                           take(stored[c].to_numpy(), at, at >= 0) if len(stored) else None) for c in carried}
+        old = {c: np.where(in_batch, rows[c].to_numpy(dtype=object)[before], take(stored.column(c), at, at >= 0))
+               for c in carried}
         retracted = pd.DataFrame({c: v[retracts] for c, v in old.items()}).assign(
             **_messages(rows[retracts], 2 * rows[SUB].to_numpy()[retracts], retract=True))
         inserted = rows.loc[~deletes, carried].assign(**_messages(rows[~deletes], 2 * rows[SUB].to_numpy()[~deletes] + 1,
@@ -194,18 +193,18 @@ def _messages(rows: pd.DataFrame, sub, retract: bool) -> dict:
             RETRACT: retract, ROW_ID: rows[ROW_ID].to_numpy(), SIDE: rows[SIDE].to_numpy()}
 
 
-def _save(meta, segments, stored: pd.DataFrame, changes: pd.DataFrame, keys, clock: int, ttl) -> None:
-    """Log a batch's changes to a table of rows with a ``CLOCK`` column (``state.log_changes``), and remove
-    the rows whose TTL expired by ``clock``."""
-    table = merge_changes(stored, changes, keys)
-    if ttl is not None and clock != NO_TIME and len(table):
-        expired = table[CLOCK].to_numpy(dtype=np.int64) < clock - ttl
-        if expired.any():
-            gone = table[expired].assign(**{GONE: True})
+def _save(meta, segments, stored: LiveTable, changes: pd.DataFrame, keys, clock: int, ttl) -> None:
+    """Apply and log a batch's changes to a table of rows with a ``CLOCK`` column (``state.log_changes``), and
+    remove the rows whose TTL expired by ``clock`` (found by one pass of numpy over the clock column)."""
+    stored.apply(changes)
+    if ttl is not None and clock != NO_TIME and len(stored):
+        expired = stored.positions_where(stored.column(CLOCK).astype(np.int64) < clock - ttl)
+        if len(expired):
+            gone = stored.frame_at(expired).assign(**{GONE: True})
+            stored.apply(gone)
             changes = pd.concat([changes[~key_index(changes, keys).isin(key_index(gone, keys))], gone], ignore_index=True)
-            table = table[~expired].reset_index(drop=True)
-    log_changes(meta["table"], segments, changes, table, keys)
-    meta["rows"] = len(table)
+    log_changes(meta["table"], segments, changes, stored, keys)
+    meta["rows"] = len(stored)
 
 
 def _clock(value) -> int:
@@ -286,7 +285,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
     stored_cols = keys + [SIDE, ROW_ID, OK, CLOCK] + columns
     last_slot = np.iinfo(np.int64).max
 
-    def load(stored: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    def load(stored: LiveTable, rows: pd.DataFrame) -> pd.DataFrame:
         """The stored rows the batch can read. A side's rows of a join key are read when the batch changes the
         other side there (they are its matches), retracts one of them, or changes the side itself while the
         other side is preserved (whether the side has a row there decides the other's padding). An insert into
@@ -297,8 +296,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
             needed = (batch_side != side) | (retract & (batch_side == side))
             if outer[1 - side]:
                 needed |= batch_side == side
-            part = stored[stored[SIDE].to_numpy() == side] if len(stored) else stored
-            parts.append(rows_for(part, keys, rows[needed]))
+            parts.append(stored.rows_for(rows.loc[needed, keys].assign(**{SIDE: side}), [SIDE] + keys))
         return pd.concat(parts, ignore_index=True)
 
     def paired(versions: _Versions, a: np.ndarray, b: np.ndarray):
@@ -325,7 +323,7 @@ def _join_step(keys, left_cols, right_cols, key_ids, identities, join_type, ttl,
         rows = restore_integers(rows, keys).assign(__change=rows[SUB] // 2, **{CLOCK: clock_values(rows[STREAM_TIME])})
         rows = rows.sort_values([SEQ, "__change", SIDE, SUB], kind="stable").reset_index(drop=True)
         rows = rows.assign(**{c: None for c in columns if c not in rows.columns})  # a side absent from the batch
-        stored = read_frame(meta["table"], segments, stored_key, stored_cols)
+        stored = read_table(meta["table"], segments, stored_key, stored_cols)
         found = load(stored, rows)
         codes = key_codes(pd.concat([f for f in (found[keys], rows[keys]) if len(f)] or [rows[keys]], ignore_index=True), keys)
         row_k = codes[len(found):]

@@ -521,7 +521,7 @@ class LiveTable:
         self.live = size
         self.index = key_index(pd.DataFrame({k: values[k][:size] for k in self.keys}), self.keys)
         self.added: dict = {}  # key -> position, for rows past the index
-        self.prefix: Optional[tuple] = None  # (n, the positions under each value of the first n key columns)
+        self.groups: Optional[tuple] = None  # (columns, the positions under each of their values): ``rows_for``
 
     def __len__(self) -> int:
         return self.live
@@ -544,37 +544,43 @@ class LiveTable:
         found[found] = self.alive[at[found]]
         return np.where(found, at, -1)
 
-    def rows_for(self, wanted: "pd.DataFrame", keys: Optional[list[str]] = None) -> "pd.DataFrame":
-        """The live rows whose ``keys`` (the table's keys, or their first columns: then any number of rows per
-        wanted key) are among ``wanted``'s, in the order of their last change."""
+    def rows_for(self, wanted: "pd.DataFrame", by: Optional[list[str]] = None) -> "pd.DataFrame":
+        """The live rows whose values of ``by`` (the table's keys, or other columns of it: then any number of rows
+        per wanted value) are among ``wanted``'s, in the order of their last change."""
         import numpy as np
 
-        keys = keys or self.keys
-        if len(keys) == len(self.keys):
+        by = list(by or self.keys)
+        if by == self.keys:
             at = np.unique(self.find(wanted))
-            return self._frame_at(at[at >= 0])
-        groups = self._groups(len(keys))
-        at = np.fromiter((p for key in set(_hashed([wanted[k].to_numpy() for k in keys])) for p in groups.get(key, ())),
+            return self.frame_at(at[at >= 0])
+        groups = self._groups(tuple(by))
+        at = np.fromiter((p for value in set(_hashed([wanted[c].to_numpy() for c in by])) for p in groups.get(value, ())),
                          dtype=np.int64)
-        return self._frame_at(at[self.alive[at]])
+        return self.frame_at(at[self.alive[at]])
 
-    def _groups(self, n: int) -> dict:
-        """The positions of the rows under each value of the first ``n`` key columns (built on first use, kept up
-        to date by ``apply``, dropped with the index)."""
-        if self.prefix is None or self.prefix[0] != n:
+    def _groups(self, by: tuple) -> dict:
+        """The positions of the rows under each value of the columns ``by`` (built on first use, kept up to date by
+        ``apply``, dropped with the index)."""
+        if self.groups is None or self.groups[0] != by:
             groups: dict = {}
-            for position, key in enumerate(_hashed([self.values[k][:self.size] for k in self.keys[:n]])):
-                groups.setdefault(key, []).append(position)
-            self.prefix = (n, groups)
-        return self.prefix[1]
+            for position, value in enumerate(_hashed([self.values[c][:self.size] for c in by])):
+                groups.setdefault(value, set()).add(position)
+            self.groups = (by, groups)
+        return self.groups[1]
+
+    def positions_where(self, mask: "np.ndarray") -> "np.ndarray":
+        """The positions of the live rows where ``mask`` (over ``column``'s positions) holds."""
+        import numpy as np
+
+        return np.flatnonzero(mask & self.alive[:self.size])
 
     def frame(self) -> "pd.DataFrame":
         """The live rows (``keys + columns``), in the order of their last change."""
         import numpy as np
 
-        return self._frame_at(np.flatnonzero(self.alive))
+        return self.frame_at(np.flatnonzero(self.alive))
 
-    def _frame_at(self, at: "np.ndarray") -> "pd.DataFrame":
+    def frame_at(self, at: "np.ndarray") -> "pd.DataFrame":
         """The rows at positions ``at``, in the order of their last change."""
         import numpy as np
         import pandas as pd
@@ -605,6 +611,8 @@ class LiveTable:
         at[new] = first + np.arange(int(new.sum()))
         self._grow(first + int(new.sum()))
         kept = old | new
+        if self.groups is not None:
+            self._regroup(changes, at, old & ~gone, new)
         for c in self.keys + self.columns:
             self._assign(c, at[kept & ~gone], changes[c].to_numpy()[kept & ~gone])
         self.alive[at[kept]] = ~gone[kept]
@@ -614,15 +622,26 @@ class LiveTable:
         if new.any():
             key_values = [changes[k].to_numpy()[new] for k in self.keys]
             self.added.update(zip(_hashed(key_values), at[new].tolist()))
-            if self.prefix is not None:
-                n, groups = self.prefix
-                for key, position in zip(_hashed(key_values[:n]), at[new].tolist()):
-                    groups.setdefault(key, []).append(position)
         dead = self.size - self.live
         if len(self.added) > max(4096, self.live // 8) or dead > max(4096, self.live // 8):
             live = np.flatnonzero(self.alive)
             live = live[np.argsort(self.stamp[live], kind="stable")]
             self._rebuild({c: self.values[c][live] for c in self.values}, len(live))
+
+    def _regroup(self, changes: "pd.DataFrame", at: "np.ndarray", rewritten: "np.ndarray", new: "np.ndarray") -> None:
+        """Keep ``_groups`` up to date before a change is written: a rewritten row whose grouped values change
+        moves to its new group (a removed row keeps its values and its group, where ``alive`` hides it); a new
+        row joins its group."""
+        by, groups = self.groups
+        moved = at[rewritten]
+        before = _hashed([self.values[c][moved] for c in by])
+        after = _hashed([changes[c].to_numpy()[rewritten] for c in by])
+        for position, old_value, value in zip(moved.tolist(), before, after):
+            if old_value != value:
+                groups[old_value].discard(position)
+                groups.setdefault(value, set()).add(position)
+        for position, value in zip(at[new].tolist(), _hashed([changes[c].to_numpy()[new] for c in by])):
+            groups.setdefault(value, set()).add(position)
 
     def _positions(self, frame: "pd.DataFrame") -> "np.ndarray":
         """Each row's key's position, live or dead, or -1."""
