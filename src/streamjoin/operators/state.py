@@ -582,11 +582,16 @@ class LiveTable:
 
     def frame_at(self, at: "np.ndarray") -> "pd.DataFrame":
         """The rows at positions ``at``, in the order of their last change."""
-        import numpy as np
         import pandas as pd
 
-        at = at[np.argsort(self.stamp[at], kind="stable")]
+        at = self._in_order(at)
         return pd.DataFrame({c: self.values[c][at] for c in self.keys + self.columns})
+
+    def _in_order(self, at: "np.ndarray") -> "np.ndarray":
+        """Positions ``at`` in the order of their rows' last change."""
+        import numpy as np
+
+        return at[np.argsort(self.stamp[at], kind="stable")]
 
     def apply(self, changes: "pd.DataFrame") -> None:
         """Apply a batch's changes (``keys + columns + [GONE]``, at most one per key, in the order they were made)."""
@@ -624,8 +629,7 @@ class LiveTable:
             self.added.update(zip(_hashed(key_values), at[new].tolist()))
         dead = self.size - self.live
         if len(self.added) > max(4096, self.live // 8) or dead > max(4096, self.live // 8):
-            live = np.flatnonzero(self.alive)
-            live = live[np.argsort(self.stamp[live], kind="stable")]
+            live = self._in_order(np.flatnonzero(self.alive))
             self._rebuild({c: self.values[c][live] for c in self.values}, len(live))
 
     def _regroup(self, changes: "pd.DataFrame", at: "np.ndarray", rewritten: "np.ndarray", new: "np.ndarray") -> None:
@@ -708,25 +712,6 @@ def _as_dtype(values, dtype):
     if dtype == object and values.dtype.kind in "mM":  # numpy would turn datetimes into integers
         return pd.Series(values).to_numpy(dtype=object)
     return values.astype(dtype)
-
-
-def rows_for(table: "pd.DataFrame", keys: list[str], wanted: "pd.DataFrame") -> "pd.DataFrame":
-    """The rows of ``table`` whose ``keys`` (all its key columns, or the first of them) are among
-    ``wanted``'s values of those columns."""
-    if not len(table) or not len(wanted):
-        return table.iloc[:0]
-    return table[key_index(table, keys).isin(key_index(wanted, keys))]
-
-
-def as_changes(current: dict, loaded, keys: list[str], columns: list[str]) -> "pd.DataFrame":
-    """A batch's changes to a table read as a dict (key tuple -> tuple of ``columns``): every row of
-    ``current``, and a removal of every ``loaded`` key no longer in it."""
-    import pandas as pd
-
-    gone = [key for key in loaded if key not in current]
-    records = [(*key, *values, False) for key, values in current.items()]
-    records += [(*key, *[None] * len(columns), True) for key in gone]
-    return pd.DataFrame(records, columns=keys + columns + [GONE])
 
 
 def merge_changes(table: "pd.DataFrame", changes: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":
