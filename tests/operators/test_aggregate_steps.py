@@ -13,7 +13,7 @@ import pytest
 from streamjoin.operators import aggregate, table_aggregate
 from streamjoin.operators.aggregate import AggSpec, _fold, _result, accumulate
 from streamjoin.plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE
-from tests.operators.segmented import as_step
+from tests.operators.segmented import as_step, one_at_a_time
 
 FUNCTIONS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "COLLECT_LIST", "COLLECT_SET"]
 VALUES = {  # argument columns as a batch hands them over: integers (float when a null is among them), floats, ...
@@ -114,7 +114,8 @@ def test_stream_aggregate_output_does_not_depend_on_batch_cuts(seed, cold):
     for _ in range(2):
         cuts = sorted(rng.sample(range(1, len(frame)), rng.randint(1, 12)))
         assert run(step, frame, cuts)[0] == whole
-    assert run(step, frame, list(range(1, len(frame))))[0] == whole
+    for cuts in one_at_a_time(seed, len(frame)):
+        assert run(step, frame, cuts)[0] == whole
     counts = {}
     for row in whole:  # COUNT(*) counts every record of its group, one update per record
         counts[row[0]] = counts.get(row[0], 0) + 1
@@ -165,7 +166,7 @@ def test_table_aggregate_materialises_the_aggregate_of_the_final_table(seed, col
     frame = table_changes(seed)
     whole, _ = run(both, frame, [])
     rng = random.Random(seed)
-    for cuts in (sorted(rng.sample(range(1, len(frame)), 9)), list(range(1, len(frame)))):
+    for cuts in [sorted(rng.sample(range(1, len(frame)), 9))] + one_at_a_time(seed, len(frame)):
         assert run(both, frame, cuts)[0] == whole
     latest = {}
     for g, n, total, low, *_, tombstone in whole:
@@ -180,7 +181,8 @@ def test_kafka_streams_keeps_a_group_its_rows_left_at_count_zero(seed):
     both = table_aggregate_steps(keep_empty=True)
     frame = table_changes(seed)
     whole, state = run(both, frame, [])
-    assert run(both, frame, list(range(1, len(frame))))[0] == whole
+    for cuts in [sorted(random.Random(seed).sample(range(1, len(frame)), 9))] + one_at_a_time(seed, len(frame)):
+        assert run(both, frame, cuts)[0] == whole
     assert not any(row[-1] for row in whole)  # no tombstone
     latest = {row[0]: row[1:4] for row in whole}
     live = final_groups(frame)
@@ -277,7 +279,7 @@ def test_group_windows_leave_once_with_their_on_time_rows_whatever_the_cuts(seed
     records = window_records(seed)
     expected = window_reference(records, size, slide, delay)
     assert len(expected) > 5 and sum(n for *_, n, _ in expected) < len(records) * -(-size // slide)  # some late
-    for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
+    for cuts in [[], random.Random(seed).sample(range(1, len(records)), 9)] + one_at_a_time(seed, len(records)):
         if cold and len(cuts) > 9:
             continue  # (replaying the log every batch is slow to drive one record at a time)
         got = window_run(records, cuts, group_window(size, slide, delay), cold)
@@ -333,7 +335,7 @@ def test_ksqldb_windows_update_or_close_by_stream_time_and_grace_whatever_the_cu
     records = window_records(seed) if records == "disordered" else gappy_records(seed)
     expected = ksql_reference(records, size, advance, grace, emit)
     window = group_window(size, advance, grace=grace, kind="TUMBLING" if size == advance else "HOPPING", emit=emit)
-    for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
+    for cuts in [[], random.Random(seed).sample(range(1, len(records)), 9)] + one_at_a_time(seed, len(records)):
         got = window_run(records, cuts, window)
         if emit == "CHANGES":  # in ingestion order, each row's windows earliest first
             assert got == expected
@@ -417,7 +419,7 @@ def test_ksqldb_sessions_merge_and_expire_as_kafka_streams_whatever_the_cuts(see
     records = gappy_records(seed)
     expected = session_reference(records, gap, grace)
     assert any(r[3] is None for r in expected)  # some merges
-    for cuts in ([], random.Random(seed).sample(range(1, len(records)), 9), list(range(1, len(records)))):
+    for cuts in [[], random.Random(seed).sample(range(1, len(records)), 9)] + one_at_a_time(seed, len(records)):
         if cold and len(cuts) > 9:
             continue
         got, (meta, _) = session_run(records, cuts, gap, grace, cold)

@@ -15,7 +15,7 @@ from streamjoin.operators.framed_table import STREAM, TABLE, framed_step
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE, TICK
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
 
-from .segmented import as_step, run_cut
+from .segmented import as_step, one_at_a_time, run_cut
 
 UNIT = 10
 OUT = ["sv", "tv", "jk", ROWTIME, SEQ, SUB, STREAM_TIME]
@@ -75,7 +75,7 @@ def test_rows_follow_the_rule_whatever_the_cuts(seed, cold, stream_padded):
     records = random_inputs(seed)
     expected = by_the_rule(records, stream_padded)
     rnd = random.Random(seed)
-    for cuts in ([], list(range(1, len(records))), rnd.sample(range(1, len(records)), 7)):
+    for cuts in [[], rnd.sample(range(1, len(records)), 7)] + one_at_a_time(seed, len(records)):
         step = as_step(framed_step(UNIT, ["__k0"], [], ["sv"], ["tv"], ["jk"], OUT, stream_padded), cold=cold)
         assert run(step, records, cuts) == expected, cuts
 

@@ -11,7 +11,7 @@ import pytest
 from streamjoin.operators import state, stream_table, table_table
 from streamjoin.operators.keyed_inputs import BUCKET, DELETE, NULL_KEY, OK, SIDE
 from streamjoin.plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB
-from tests.operators.segmented import as_step
+from tests.operators.segmented import as_step, one_at_a_time
 
 
 def changelog(seed: int, n: int = 60, keys: int = 4, stream_side=None):
@@ -53,7 +53,8 @@ def test_table_table_output_does_not_depend_on_batch_cuts(join_type, seed, cold)
     for _ in range(5):
         cuts = sorted(rng.sample(range(1, len(frame)), rng.randint(1, 10)))
         assert run(step, frame, cuts)[0] == whole
-    assert run(step, frame, list(range(1, len(frame))))[0] == whole
+    for cuts in one_at_a_time(seed, len(frame)):
+        assert run(step, frame, cuts)[0] == whole
 
 
 def test_table_table_tombstone_only_for_an_existing_result_and_state_emptied():
@@ -83,11 +84,12 @@ def test_stream_table_output_does_not_depend_on_batch_cuts(outer, rematch, seed,
     frame = changelog(seed, stream_side=stream_table.STREAM)
     whole, _ = run(step, frame, [])
     assert whole, "the random changelog produced no output: nothing is being tested"
-    one_by_one, (meta, segments) = run(step, frame, list(range(1, len(frame))))
-    assert one_by_one == whole
-    assert run(step, frame, [len(frame) // 2])[0] == whole
-    assert len(meta["table"]["chunks"]) <= state.MAX_CHUNKS  # one chunk a batch, compacted past the limit
-    assert set(segments.frames) - {stream_table.WAITING} == set(meta["table"]["chunks"])
+    rng = random.Random(seed)
+    for cuts in [[len(frame) // 2], sorted(rng.sample(range(1, len(frame)), 9))] + one_at_a_time(seed, len(frame)):
+        out, (meta, segments) = run(step, frame, cuts)
+        assert out == whole
+        assert len(meta["table"]["chunks"]) <= state.MAX_CHUNKS  # one chunk a batch, compacted past the limit
+        assert set(segments.frames) - {stream_table.WAITING} == set(meta["table"]["chunks"])
 
 
 def test_lenses_rematch_emits_a_padded_record_once_more_when_its_table_row_arrives():
