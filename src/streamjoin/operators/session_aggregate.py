@@ -18,8 +18,11 @@ may merge any number of sessions, so this is a loop, not a vectorised fold). Ses
 leaves behind the retention are purged.
 
 State (per bucket, segmented: ``operators.state``): one row per live session — the grouping values, its start
-and end and one accumulator per aggregate — as a table log keyed by group and start; the meta value keeps the
-earliest session end, so a batch that brings a bucket only a clock short of expiring a session does no work.
+and end and one accumulator per aggregate — as a table log keyed by group and start, which the worker keeps as a
+``LiveTable``: a batch reads the sessions of its rows' groups through an index of the grouping values. The meta
+value keeps the earliest session end (never later than the true one), so a batch that brings a bucket only a
+clock short of expiring a session does no work, and only a batch that may expire one looks over the sessions'
+ends (one numpy pass).
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
     tick_only_clock, tick_rows,
 )
-from .state import GONE, log_changes, merge_changes, new_table_log, read_frame, run_segmented
+from .state import GONE, log_changes, new_table_log, read_table, run_segmented
 from .window_aggregate import timed_rows
 
 START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
@@ -90,14 +93,14 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         due = meta["earliest_end"] is not None and meta["earliest_end"] < horizon
         if not len(data) and not due:
             return pd.DataFrame(columns=out_names), meta
-        store = read_frame(meta["table"], segments, keys, [END] + accs)
+        table = read_table(meta["table"], segments, keys, [END] + accs)
+        stored_sessions = _sessions(table.rows_for(data, by=group_ids), group_ids, accs) if len(data) else {}
         out, changes = [], []
-        touched = set()
-        for group, group_rows in (data.groupby(group_ids, sort=False, dropna=False) if len(data) else ()):
-            group = group if isinstance(group, tuple) else (group,)
-            touched.add(group)
-            stored = _sessions(store, group_ids, group, accs)
-            sessions, late = _run_group(group_rows, dict(stored), specs, gap, grace, group, out)
+        columns, groups = _RowColumns(data, specs), [data[g].to_numpy() for g in group_ids]
+        for at in _by_group(data, group_ids):
+            group = tuple(values[at[0]] for values in groups)
+            stored = stored_sessions.get(group, {})
+            sessions, late = _run_group(at.tolist(), columns, dict(stored), specs, gap, grace, group, out)
             count_dropped(meta, "late", late)
             for start in stored.keys() - sessions.keys():
                 changes.append((*group, start, None, *[None] * len(accs), True))
@@ -106,16 +109,21 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
                     changes.append((*group, start, end, *values, False))
         columns = keys + [END] + accs + [GONE]
         logged = pd.DataFrame(changes, columns=columns)
-        after = merge_changes(store, logged, keys)
-        if len(after):  # sessions stream time left behind the store's retention leave it
-            gone = after[after[END].to_numpy(dtype=np.int64) < horizon]
-            if len(gone):
-                kept = logged[~key_index(logged, keys).isin(key_index(gone, keys))]
-                logged = pd.concat([kept, gone.assign(**{GONE: True}).reindex(columns=columns)], ignore_index=True)
-        table = merge_changes(store, logged, keys)
+        table.apply(logged)
+        written_ends = logged[END][~logged[GONE].to_numpy(dtype=bool)].to_numpy(dtype=float)
+        if horizon != NO_TIME and (due or (written_ends < horizon).any()):
+            # sessions stream time left behind the store's retention leave it
+            gone = table.frame_at(table.positions_where(table.column(END) < horizon)).assign(**{GONE: True})
+            table.apply(gone)
+            kept = logged[~key_index(logged, keys).isin(key_index(gone, keys))] if len(gone) else logged
+            logged = pd.concat([kept, gone[keys + [GONE]]], ignore_index=True).reindex(columns=columns)
+            ends = table.column(END)[table.positions()]
+            meta["earliest_end"] = int(ends.min()) if len(ends) else None
+        elif len(written_ends):  # (a merged session's removal may leave it early: the next scan corrects it)
+            earliest = int(written_ends.min())
+            meta["earliest_end"] = earliest if meta["earliest_end"] is None else min(meta["earliest_end"], earliest)
         log_changes(meta["table"], segments, logged, table, keys)
         meta["rows"] = len(table)
-        meta["earliest_end"] = int(table[END].min()) if len(table) else None
         frame = pd.DataFrame(out, columns=["__group", "__start", "__end", "__values", ROWTIME, SEQ, SUB, STREAM_TIME,
                                            TOMBSTONE])
         return _output(frame, window, group_ids, specs, out_names), meta
@@ -123,28 +131,44 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
     return step
 
 
-def _sessions(store: pd.DataFrame, group_ids, group: tuple, accs) -> dict:
-    """A group's stored sessions: start -> (end, accumulators)."""
-    if not len(store):
-        return {}
-    mine = np.ones(len(store), dtype=bool)
-    for g, value in zip(group_ids, group):
-        column = store[g]
-        mine &= column.isna().to_numpy() if value is None else (column == value).to_numpy()
-    found = store[mine]
-    return {int(s): (int(e), tuple(a)) for s, e, *a in found[[START, END] + accs].itertuples(index=False, name=None)}
+def _sessions(found: pd.DataFrame, group_ids, accs) -> dict:
+    """The stored sessions of each group in ``found`` (the rows of the batch's groups): group -> start -> (end,
+    accumulators)."""
+    sessions: dict = {}
+    groups = zip(*[found[g].to_numpy() for g in group_ids])
+    accumulators = zip(*[found[a].to_numpy() for a in accs]) if accs else [()] * len(found)
+    for group, start, end, acc in zip(groups, found[START].to_numpy(), found[END].to_numpy(), accumulators):
+        sessions.setdefault(group, {})[int(start)] = (int(end), tuple(acc))
+    return sessions
 
 
-def _run_group(rows: pd.DataFrame, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list):
-    """One group's rows, in ingestion order, against its sessions (start -> (end, accumulators), updated in
-    place); appends the output rows to ``out``; returns the sessions and how many rows were late."""
+class _RowColumns:
+    """The batch's rows as the arrays the session loop reads (pandas costs too much per access in a loop)."""
+
+    def __init__(self, data: pd.DataFrame, specs):
+        self.times = data["__t"].to_numpy(dtype=np.int64) if len(data) else np.zeros(0, dtype=np.int64)
+        self.clocks = clock_values(data[STREAM_TIME])
+        self.seqs, self.subs = data[SEQ].to_numpy(), data[SUB].to_numpy()
+        self.args = [data[s.arg].to_numpy(dtype=object) if s.arg else None for s in specs]
+
+
+def _by_group(data: pd.DataFrame, group_ids) -> list:
+    """The positions of each group's rows, in ingestion order (``data``'s)."""
+    if not len(data):
+        return []
+    codes = data.groupby(group_ids, sort=False, dropna=False).ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
+
+
+def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list):
+    """One group's rows (positions ``at`` of ``rows``, in ingestion order) against its sessions (start -> (end,
+    accumulators), updated in place); appends the output rows to ``out``; returns the sessions and how many rows
+    were late."""
     late = 0
-    times = rows["__t"].to_numpy(dtype=np.int64)
-    clocks = clock_values(rows[STREAM_TIME])
-    seqs, subs = rows[SEQ].to_numpy(), rows[SUB].to_numpy()
-    args = [rows[s.arg].to_numpy(dtype=object) if s.arg else None for s in specs]
-    for i, t in enumerate(times):
-        t, clock = int(t), int(clocks[i])
+    times, clocks, seqs, subs, args = rows.times, rows.clocks, rows.seqs, rows.subs, rows.args
+    for i in at:
+        t, clock = int(times[i]), int(clocks[i])
         for start in [s for s, (e, _) in sessions.items() if e < clock - gap - grace + 1]:
             del sessions[start]  # expired from the store: no row merges with it any more
         merged = sorted(s for s, (e, _) in sessions.items() if e >= t - gap and s <= t + gap)

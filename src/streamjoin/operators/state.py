@@ -568,6 +568,12 @@ class LiveTable:
             self.groups = (by, groups)
         return self.groups[1]
 
+    def positions(self) -> "np.ndarray":
+        """The positions of the live rows."""
+        import numpy as np
+
+        return np.flatnonzero(self.alive[:self.size])
+
     def positions_where(self, mask: "np.ndarray") -> "np.ndarray":
         """The positions of the live rows where ``mask`` (over ``column``'s positions) holds."""
         import numpy as np
@@ -576,9 +582,7 @@ class LiveTable:
 
     def frame(self) -> "pd.DataFrame":
         """The live rows (``keys + columns``), in the order of their last change."""
-        import numpy as np
-
-        return self.frame_at(np.flatnonzero(self.alive))
+        return self.frame_at(self.positions())
 
     def frame_at(self, at: "np.ndarray") -> "pd.DataFrame":
         """The rows at positions ``at``, in the order of their last change."""

@@ -38,9 +38,10 @@ EMIT CHANGES, leave as rows, ordered by end and then by the ingestion order of t
 
 State (per bucket, segmented: ``operators.state``): one row per open (group, window) — the grouping values,
 the window start, the ingestion position of its first row, the latest time of its rows and one accumulator
-per aggregate — as a table log; the meta value keeps the earliest open window end, so a batch that brings a
-bucket only a clock short of closing it does no work. A window's row is purged when it closes; a bucket holds
-only open windows.
+per aggregate — as a table log, which the worker keeps as a ``LiveTable``: a batch finds its rows' windows by key
+and changes them in place. The meta value keeps the earliest open window end, so a batch that brings a bucket
+only a clock short of closing it does no work, and only a batch that closes a window looks over the open
+windows' starts (one numpy pass). A window's row is purged when it closes; a bucket holds only open windows.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ from .keyed_inputs import (
     BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
     restore_integers, tick_only_clock, tick_rows,
 )
-from .state import GONE, log_changes, merge_changes, new_table_log, read_frame, run_segmented
+from .state import GONE, log_changes, new_table_log, read_table, run_segmented
 
 START, FIRST, LATEST = "__wstart", "__first", "__latest"  # a row's window start (ms); in state: the window's first
 # row's ingestion position and the latest time of its rows
@@ -151,31 +152,39 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
         late = (row_clocks != NO_TIME) & (starts + size <= row_clocks - lag)
         count_dropped(meta, "late", late.sum())
         data = restore_integers(data[~late].reset_index(drop=True), integral)
-        due = meta["earliest_end"] is not None and clock != NO_TIME and meta["earliest_end"] <= clock - lag
+        closes_by = clock - lag if clock != NO_TIME else None  # a window ending at or before it closes
+        due = meta["earliest_end"] is not None and closes_by is not None and meta["earliest_end"] <= closes_by
         if not len(data) and not due:
             return pd.DataFrame(columns=out_names), meta
-        store = read_frame(meta["table"], segments, keys, stored)
-        changes, running = _folded(data, store, keys, specs, accs, integral)
-        table = merge_changes(store, changes.assign(**{GONE: False}), keys)
-        ends = table[START].to_numpy(dtype=np.int64) + size if len(table) else np.zeros(0, dtype=np.int64)
-        closing = (ends <= clock - lag) if clock != NO_TIME else np.zeros(len(table), dtype=bool)
+        table = read_table(meta["table"], segments, keys, stored)
+        changes, running = _folded(data, table, keys, specs, accs, integral)
+        table.apply(changes.assign(**{GONE: False}))
+        changed_ends = changes[START].to_numpy(dtype=np.int64) + size
+        if closes_by is not None and (due or (changed_ends <= closes_by).any()):
+            closing = table.frame_at(table.positions_where(table.column(START) + size <= closes_by))
+        else:
+            closing = changes.iloc[:0]
         if window.emit == "CHANGES":
             out = _updates(data, running, group_ids, specs, size, window, out_names)
         else:
-            written = closing.copy()
-            if ksql and closing.any():  # those Kafka Streams' store expired before their close was seen
-                expired = _expired(table[START].to_numpy(dtype=np.int64)[closing], window, _steps(rows))
+            written = np.ones(len(closing), dtype=bool)
+            if ksql and len(closing):  # those Kafka Streams' store expired before their close was seen
+                expired = _expired(closing[START].to_numpy(dtype=np.int64), window, _steps(rows))
                 count_dropped(meta, "expired", expired.sum())
-                written[np.flatnonzero(closing)[expired]] = False
-            out = _closed(table[written], group_ids, specs, accs, size, window, out_names, int(rows[SEQ].max()), clock)
-        gone = table[closing][keys].assign(**{GONE: True})
+                written &= ~expired
+            out = _closed(closing[written], group_ids, specs, accs, size, window, out_names, int(rows[SEQ].max()), clock)
+        gone = closing.assign(**{GONE: True})
+        table.apply(gone)
         kept = changes[~key_index(changes, keys).isin(key_index(gone, keys))] if len(gone) else changes
-        logged = pd.concat([kept.assign(**{GONE: False}), gone], ignore_index=True)
-        logged = logged.reindex(columns=keys + stored + [GONE])
-        remaining = merge_changes(store, logged, keys)
-        log_changes(meta["table"], segments, logged, remaining, keys)
-        meta["rows"] = len(remaining)
-        meta["earliest_end"] = int(remaining[START].min()) + size if len(remaining) else None
+        logged = pd.concat([kept.assign(**{GONE: False}), gone[keys + [GONE]]], ignore_index=True)
+        log_changes(meta["table"], segments, logged.reindex(columns=keys + stored + [GONE]), table, keys)
+        meta["rows"] = len(table)
+        if len(gone):  # the earliest end left with its window: found again over the open ones
+            open_starts = table.column(START)[table.positions()]
+            meta["earliest_end"] = int(open_starts.min()) + size if len(open_starts) else None
+        elif len(changes):
+            earliest = int(changed_ends.min())
+            meta["earliest_end"] = earliest if meta["earliest_end"] is None else min(meta["earliest_end"], earliest)
         return out, meta
 
     return step
@@ -217,28 +226,27 @@ def _expired(starts: np.ndarray, window: GroupWindow, steps: np.ndarray) -> np.n
     return (at < len(steps)) & (starts < latest_start - window.retention_ms)
 
 
-def _folded(data: pd.DataFrame, store: pd.DataFrame, keys, specs, accs, integral):
+def _folded(data: pd.DataFrame, table, keys, specs, accs, integral):
     """Every (group, window) the batch's rows touch, with its first row's position, latest time and accumulators
-    after them; and, per row, its window's latest time and aggregates after it (``LATEST`` and ``accs``)."""
+    after them (``table``: the open windows, a ``LiveTable``); and, per row, its window's latest time and
+    aggregates after it (``LATEST`` and ``accs``)."""
     if not len(data):
         return pd.DataFrame(columns=keys + [FIRST, LATEST] + accs), {}
     codes = data.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     first = np.full(codes.max() + 1, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
     heads = data.iloc[first].reset_index(drop=True)
-    found = key_index(store, keys).get_indexer(key_index(heads, keys)) if len(store) else np.full(len(heads), -1)
+    found = table.find(heads)
+    held = found >= 0
     changes = heads[keys].copy()
-    position = heads[SEQ].to_numpy(dtype=np.int64)
-    if len(store):
-        stored_first = store[FIRST].to_numpy()
-        position = np.where(found >= 0, stored_first[np.maximum(found, 0)], position)
+    position = heads[SEQ].to_numpy(dtype=np.int64).copy()
+    position[held] = table.column(FIRST)[found[held]]
     changes[FIRST] = position
     running = {}
     latest = AggSpec("MAX", "__t", LATEST)
     for spec, acc in ((latest, LATEST), *zip(specs, accs)):
         prior = np.full(len(heads), None, dtype=object)
-        if len(store):
-            prior[found >= 0] = store[acc].to_numpy()[found[found >= 0]]
+        prior[held] = table.column(acc)[found[held]]
         values = data[spec.arg].reset_index(drop=True) if spec.arg else None
         running[acc], changes[acc] = accumulate(spec, values, codes, prior, spec is latest or spec.arg in integral)
     return changes, running
