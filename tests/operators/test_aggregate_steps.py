@@ -28,7 +28,7 @@ def reference(spec, values, codes, prior):
     """The aggregate record by record, with ``_fold``."""
     accs, out = list(prior), []
     for g, v in zip(codes, values):
-        accs[g] = _fold(spec.fn, accs[g], None if v is None or v != v else v, spec.distinct)
+        accs[g] = _fold(spec, accs[g], None if v is None or v != v else v)
         out.append(_result(spec.fn, accs[g], spec.distinct))
     return out, accs
 
@@ -427,16 +427,16 @@ def test_ksqldb_sessions_merge_and_expire_as_kafka_streams_whatever_the_cuts(see
     assert meta["dropped"].get("late", 0) == len(records) - sum(1 for r in expected if r[3] is not None)
 
 
-@pytest.mark.parametrize("fn,distinct", [(f, False) for f in FUNCTIONS] + [("COUNT", True)])
+@pytest.mark.parametrize("fn,distinct", [(f, False) for f in FUNCTIONS + ["TOPK", "TOPKDISTINCT"]] + [("COUNT", True)])
 def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn, distinct):
     from streamjoin.operators.session_aggregate import _merged
 
-    spec = AggSpec(fn, "v", "out", distinct)
+    spec = AggSpec(fn, "v", "out", distinct, param=2 if fn.startswith("TOPK") else None)
     earlier, later = [1, 5, None, 5], [3, None, 2, 1]
 
     def folded(values, acc=None):
         for v in values:
-            acc = _fold(fn, acc, v, distinct)
+            acc = _fold(spec, acc, v)
         return acc
 
     merged = _merged([(folded(earlier),), (folded(later),)], [spec])[0]

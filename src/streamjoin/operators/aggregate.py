@@ -6,8 +6,9 @@ accumulated per group along that order, starting from the group's stored accumul
 group's new aggregate values after each record; the output therefore does not depend on how input is cut
 into micro-batches. COUNT, SUM and AVG of integers, MIN and MAX of numbers, LATEST_BY_OFFSET and
 EARLIEST_BY_OFFSET are cumulative sums, minima and fills over the whole batch at once (``_cumulative``);
-the others (COUNT(DISTINCT), COLLECT_LIST, COLLECT_SET, sums of floats and decimals, MIN/MAX of strings)
-are folded record by record (``_fold``), the reference the whole-batch forms are tested against.
+the others (COUNT(DISTINCT), COLLECT_LIST, COLLECT_SET, ksqlDB's TOPK and TOPKDISTINCT, sums of floats and
+decimals, MIN/MAX of strings) are folded record by record (``_fold``), the reference the whole-batch forms are
+tested against.
 
 State (per bucket, segmented: ``operators.state``): one row per group — its grouping values and one
 accumulator per aggregate — as a log of change chunks holding the groups a batch touched
@@ -32,6 +33,7 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, Long
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
+from ..plan.expressions import TOP_K
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, restore_integers
@@ -42,12 +44,14 @@ GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
 
 @dataclass(frozen=True)
 class AggSpec:
-    """One aggregate: its function, the column holding its argument (None for COUNT(*)), its output id."""
+    """One aggregate: its function, the column holding its argument (None for COUNT(*)), its output id, and a
+    constant parameter (TOPK's k)."""
 
     fn: str
     arg: str | None
     out: str
     distinct: bool = False
+    param: Any = None
 
 
 def result_type(fn: str, arg_type: DataType | None) -> DataType:
@@ -59,14 +63,15 @@ def result_type(fn: str, arg_type: DataType | None) -> DataType:
         if isinstance(arg_type, DecimalType):
             return DecimalType(38, arg_type.scale)
         return DoubleType() if isinstance(arg_type, DoubleType) or arg_type.typeName() == "float" else LongType()
-    if fn in ("COLLECT_LIST", "COLLECT_SET"):
+    if fn in ("COLLECT_LIST", "COLLECT_SET", "TOPK", "TOPKDISTINCT"):
         return ArrayType(arg_type)
     return arg_type  # MIN MAX LATEST_BY_OFFSET EARLIEST_BY_OFFSET
 
 
-def _fold(fn: str, acc: Any, value: Any, distinct: bool) -> Any:
+def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     """The accumulator after one more record (``value`` is the argument, None = SQL NULL). A set
     accumulator (COUNT(DISTINCT)) is grown in place: the caller hands over a copy of a stored one."""
+    fn, distinct = spec.fn, spec.distinct
     if fn == "COUNT":
         if distinct:
             seen = acc if acc is not None else set()
@@ -93,7 +98,18 @@ def _fold(fn: str, acc: Any, value: Any, distinct: bool) -> Any:
         return value
     if fn == "EARLIEST_BY_OFFSET":
         return value if acc is None else acc
+    if fn in ("TOPK", "TOPKDISTINCT"):
+        return top_k(spec, acc or [], [value])
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
+
+
+def top_k(spec: AggSpec, acc: list, values: list) -> list:
+    """ksqlDB's TOPK (TOPKDISTINCT): the ``spec.param`` largest of the values so far (distinct ones), largest
+    first, from the kept list ``acc`` and further values."""
+    merged = sorted([*acc, *values], reverse=True)
+    if spec.fn == "TOPKDISTINCT":
+        merged = list(dict.fromkeys(merged))
+    return merged[:spec.param]
 
 
 def _result(fn: str, acc: Any, distinct: bool) -> Any:
@@ -101,6 +117,8 @@ def _result(fn: str, acc: Any, distinct: bool) -> Any:
         return len(acc or ()) if distinct else (acc or 0)
     if fn == "AVG":
         return None if not acc else float(acc[0]) / acc[1]
+    if fn in TOP_K:  # ksqlDB starts it as an empty list, which NULLs leave as it is
+        return list(acc or [])
     return acc
 
 
@@ -130,7 +148,8 @@ def aggregate_specs(node: Aggregate) -> tuple[list, list[AggSpec]]:
         if call.args and not call.star:
             arg_id = f"__arg{i}"
             arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
-        specs.append(AggSpec(call.name, arg_id, f.id, call.distinct))
+        param = call.args[1].value if call.name in TOP_K else None
+        specs.append(AggSpec(call.name, arg_id, f.id, call.distinct, param))
     return arg_cols, specs
 
 
@@ -209,7 +228,7 @@ def accumulate(spec: AggSpec, values: pd.Series | None, codes: np.ndarray, prior
     accs = [set(a) if isinstance(a, set) else a for a in prior]  # copies: stored sets are shared with the cache
     results = np.empty(len(codes), dtype=object)
     for j, (g, v) in enumerate(zip(codes, values if values is not None else np.ones(len(codes), dtype=object))):
-        accs[g] = _fold(spec.fn, accs[g], _scalar(v), spec.distinct)
+        accs[g] = _fold(spec, accs[g], _scalar(v))
         results[j] = _result(spec.fn, accs[g], spec.distinct)
         if isinstance(results[j], list):
             results[j] = list(results[j])

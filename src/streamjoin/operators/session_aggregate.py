@@ -37,7 +37,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 from ..lower.expressions import compile_expr
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
-from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type
+from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
@@ -96,11 +96,11 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         table = read_table(meta["table"], segments, keys, [END] + accs)
         stored_sessions = _sessions(table.rows_for(data, by=group_ids), group_ids, accs) if len(data) else {}
         out, changes = [], []
-        columns, groups = _RowColumns(data, specs), [data[g].to_numpy() for g in group_ids]
+        row_columns, groups = _RowColumns(data, specs), [data[g].to_numpy() for g in group_ids]
         for at in _by_group(data, group_ids):
             group = tuple(values[at[0]] for values in groups)
             stored = stored_sessions.get(group, {})
-            sessions, late = _run_group(at.tolist(), columns, dict(stored), specs, gap, grace, group, out)
+            sessions, late = _run_group(at.tolist(), row_columns, dict(stored), specs, gap, grace, group, out)
             count_dropped(meta, "late", late)
             for start in stored.keys() - sessions.keys():
                 changes.append((*group, start, None, *[None] * len(accs), True))
@@ -183,8 +183,8 @@ def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, gra
                 end, values = sessions[s]
                 out.append((group, s, end, values, end, seqs[i], sub + n, clock, True))
         values = _merged([sessions.pop(s)[1] for s in merged], specs)
-        values = tuple(_fold(spec.fn, v, None if arg is None else _scalar(arg[i]), spec.distinct) if spec.arg
-                       else _fold(spec.fn, v, 1, spec.distinct) for spec, v, arg in zip(specs, values, args))
+        values = tuple(_fold(spec, v, None if arg is None else _scalar(arg[i])) if spec.arg else _fold(spec, v, 1)
+                       for spec, v, arg in zip(specs, values, args))
         sessions[first] = (last, values)
         out.append((group, first, last, values, last, seqs[i], sub + len(merged), clock, False))
     return sessions, late
@@ -221,6 +221,8 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return list(a) + [v for v in b if v not in a]
     if fn == "LATEST_BY_OFFSET":
         return b
+    if fn in ("TOPK", "TOPKDISTINCT"):
+        return top_k(spec, a, b)
     return a  # EARLIEST_BY_OFFSET
 
 

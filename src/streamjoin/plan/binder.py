@@ -311,6 +311,8 @@ class Binder:
                 for f, a in aggs:
                     if a == e:
                         return Ref(f.id, f.type, f.name)
+                if e.name in ex.TOP_K:
+                    _check_top_k(e)
                 argument = _type_of(e.args[0]) if e.args and not e.star else ""
                 f = Field("", e.name, new_id(e.name.lower()), aggregate_type(e.name, argument, style))
                 aggs.append((f, e))
@@ -436,6 +438,17 @@ def _ksql_unknown_column(clause: Optional[str]):
                if clause == "PARTITION BY" else "")
         raise StatementError(f"{clause} column '{column}' cannot be resolved.{why}", rule="unknown-column",
                              pos=err.pos) from None
+
+
+def _check_top_k(call: ast.Call) -> None:
+    """ksqlDB's TOPK and TOPKDISTINCT take a column and how many of its largest values to keep: an integer
+    literal of at least 1."""
+    if len(call.args) > 2 and call.name == "TOPK":
+        raise NotYetSupported("TOPK with further columns (an array of structs)", issue=25, pos=call.pos)
+    k = call.args[1] if len(call.args) == 2 else None
+    if not (isinstance(k, ast.Literal) and k.kind == "integer" and k.value >= 1) or call.star:
+        raise StatementError(f"{call.name} takes a column and an integer literal of at least 1: {call.name}(col, k)",
+                             rule="aggregate-arguments", pos=call.pos)
 
 
 def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:

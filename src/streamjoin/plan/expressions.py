@@ -64,7 +64,9 @@ def conjoin(terms: list[ast.Expr]) -> Optional[ast.Expr]:
     return out
 
 
-AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"}
+AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET",
+              "TOPK", "TOPKDISTINCT"}
+TOP_K = ("TOPK", "TOPKDISTINCT")  # ksqlDB's: (column, k), k an integer literal
 
 
 def is_aggregate(e: ast.Expr) -> bool:

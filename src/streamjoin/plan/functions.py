@@ -170,7 +170,7 @@ def aggregate_type(name: str, argument_type: str, style: str) -> str:
         return f"decimal(38,{argument_type[:-1].split(',')[1]})"
     if name == "SUM" and argument_type == "float":
         return "double"
-    if name in ("COLLECT_LIST", "COLLECT_SET"):
+    if name in ("COLLECT_LIST", "COLLECT_SET", *ex.TOP_K):
         return f"array<{argument_type}>"
     return argument_type
 
