@@ -48,8 +48,9 @@ def main(argv=None) -> int:
         module.report(results)
         _write(args, results)
         return 0
-    baseline = next((r for r in results.values() if r.get("baseline")), {})
-    for r in results.values():
+    first_baseline = next((r for r in results.values() if r.get("baseline")), {})
+    for r in results.values():  # against the first baseline, or the one a variant names (``compared_with``)
+        baseline = results.get(r.get("compared_with"), first_baseline)
         r["ratio_to_baseline"] = _ratio(r["rows_per_s"], baseline.get("rows_per_s"))
         # the baseline's CPU per row over this variant's: above 1 means cheaper than the baseline
         r["cpu_ratio_to_baseline"] = _ratio(baseline.get("cpu_us_per_row"), r.get("cpu_us_per_row"))
