@@ -63,7 +63,7 @@ def result_type(fn: str, arg_type: DataType | None) -> DataType:
         if isinstance(arg_type, DecimalType):
             return DecimalType(38, arg_type.scale)
         return DoubleType() if isinstance(arg_type, DoubleType) or arg_type.typeName() == "float" else LongType()
-    if fn in ("COLLECT_LIST", "COLLECT_SET", "TOPK", "TOPKDISTINCT"):
+    if fn in ("COLLECT_LIST", "COLLECT_SET", *TOP_K):
         return ArrayType(arg_type)
     return arg_type  # MIN MAX LATEST_BY_OFFSET EARLIEST_BY_OFFSET
 
@@ -98,7 +98,7 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
         return value
     if fn == "EARLIEST_BY_OFFSET":
         return value if acc is None else acc
-    if fn in ("TOPK", "TOPKDISTINCT"):
+    if fn in TOP_K:
         return top_k(spec, acc or [], [value])
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
 

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from ..lower.expressions import compile_expr
+from ..plan.expressions import TOP_K
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
 from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
@@ -221,7 +222,7 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return list(a) + [v for v in b if v not in a]
     if fn == "LATEST_BY_OFFSET":
         return b
-    if fn in ("TOPK", "TOPKDISTINCT"):
+    if fn in TOP_K:
         return top_k(spec, a, b)
     return a  # EARLIEST_BY_OFFSET
 

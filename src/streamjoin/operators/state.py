@@ -400,8 +400,8 @@ def read_table(log: dict, segments: Segments, keys: list[str], columns: list[str
 
 def read_frame(log: dict, segments: Segments, keys: list[str], columns: list[str]) -> "pd.DataFrame":
     """The table a log holds as one frame (one row per live key: ``keys + columns``, in the order of their last
-    change), for an operator that works on the whole table: the memo when it is still there, else the chunks
-    replayed in order.
+    change): the memo when it is still there, else the chunks replayed in order (what ``read_table`` builds a
+    cold worker's ``LiveTable`` from; every operator now reads its tables that way).
 
     Replayed in one pass when the chunks' column types agree: the last change of every key, in the order of
     those changes, less removals, is the table ``merge_changes`` builds chunk by chunk (rows and row order);
