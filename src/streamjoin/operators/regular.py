@@ -54,7 +54,7 @@ from .keyed_inputs import (
     restore_integers, tag_side, take, version_ends,
 )
 from .pair_condition import compile_condition, supported
-from .state import GONE, LiveTable, key_index, log_changes, new_table_log, read_table, run_segmented
+from .state import GONE, LiveTable, log_changes, new_table_log, read_table, remove_where, run_segmented
 
 LEFT, RIGHT = 0, 1
 RETRACT, ROW_ID, CLOCK = "__retract", "__row_id", "__clock"  # CLOCK: in state, the clock of a row's last change
@@ -198,11 +198,7 @@ def _save(meta, segments, stored: LiveTable, changes: pd.DataFrame, keys, clock:
     remove the rows whose TTL expired by ``clock`` (found by one pass of numpy over the clock column)."""
     stored.apply(changes)
     if ttl is not None and clock != NO_TIME and len(stored):
-        expired = stored.positions_where(stored.column(CLOCK).astype(np.int64) < clock - ttl)
-        if len(expired):
-            gone = stored.frame_at(expired).assign(**{GONE: True})
-            stored.apply(gone)
-            changes = pd.concat([changes[~key_index(changes, keys).isin(key_index(gone, keys))], gone], ignore_index=True)
+        _, changes = remove_where(stored, stored.column(CLOCK).astype(np.int64) < clock - ttl, changes, keys)
     log_changes(meta["table"], segments, changes, stored, keys)
     meta["rows"] = len(stored)
 

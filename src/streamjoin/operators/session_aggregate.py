@@ -41,10 +41,10 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, 
 from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, key_index, restore_integers,
+    BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, restore_integers,
     tick_only_clock, tick_rows,
 )
-from .state import GONE, log_changes, new_table_log, read_table, run_segmented
+from .state import GONE, log_changes, new_table_log, read_table, remove_where, run_segmented
 from .window_aggregate import timed_rows
 
 START, END = "__sstart", "__send"  # in state: a session's start and end (ms)
@@ -108,16 +108,12 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
             for start, (end, values) in sessions.items():
                 if stored.get(start) != (end, values):
                     changes.append((*group, start, end, *values, False))
-        columns = keys + [END] + accs + [GONE]
-        logged = pd.DataFrame(changes, columns=columns)
+        logged = pd.DataFrame(changes, columns=keys + [END] + accs + [GONE])
         table.apply(logged)
         written_ends = logged[END][~logged[GONE].to_numpy(dtype=bool)].to_numpy(dtype=float)
         if horizon != NO_TIME and (due or (written_ends < horizon).any()):
             # sessions stream time left behind the store's retention leave it
-            gone = table.frame_at(table.positions_where(table.column(END) < horizon)).assign(**{GONE: True})
-            table.apply(gone)
-            kept = logged[~key_index(logged, keys).isin(key_index(gone, keys))] if len(gone) else logged
-            logged = pd.concat([kept, gone[keys + [GONE]]], ignore_index=True).reindex(columns=columns)
+            _, logged = remove_where(table, table.column(END) < horizon, logged, keys)
             ends = table.column(END)[table.positions()]
             meta["earliest_end"] = int(ends.min()) if len(ends) else None
         elif len(written_ends):  # (a merged session's removal may leave it early: the next scan corrects it)

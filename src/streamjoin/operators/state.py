@@ -490,6 +490,20 @@ def apply_changes(log: dict, segments: Segments, stored: "LiveTable", changes: "
     return stored
 
 
+def remove_where(stored: "LiveTable", mask: "np.ndarray", changes: "pd.DataFrame", keys: list[str]):
+    """Remove from ``stored`` its live rows where ``mask`` (over ``stored.column``'s positions) holds: what a
+    batch expires or closes, found by one numpy pass. Returns the rows removed (``GONE`` set) and the batch's
+    ``changes`` with those removals in, a removal replacing its key's change: what ``log_changes`` logs."""
+    import pandas as pd
+
+    gone = stored.frame_at(stored.positions_where(mask)).assign(**{GONE: True})
+    if not len(gone):
+        return gone, changes
+    stored.apply(gone)
+    kept = changes[~key_index(changes, keys).isin(key_index(gone, keys))] if len(changes) else changes
+    return gone, pd.concat([kept, gone.reindex(columns=changes.columns)], ignore_index=True)
+
+
 class LiveTable:
     """A keyed table as a Python worker keeps it between micro-batches: found by key and changed in place, so that
     a batch costs what it looks up and changes, not the table's size.

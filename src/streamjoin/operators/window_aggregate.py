@@ -57,10 +57,10 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, WINDOW_START, Aggregate
 from .aggregate import AggSpec, _result, accumulate, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns, key_index,
+    BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns,
     restore_integers, tick_only_clock, tick_rows,
 )
-from .state import GONE, log_changes, new_table_log, read_table, run_segmented
+from .state import GONE, log_changes, new_table_log, read_table, remove_where, run_segmented
 
 START, FIRST, LATEST = "__wstart", "__first", "__latest"  # a row's window start (ms); in state: the window's first
 # row's ingestion position and the latest time of its rows
@@ -158,12 +158,13 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
             return pd.DataFrame(columns=out_names), meta
         table = read_table(meta["table"], segments, keys, stored)
         changes, running = _folded(data, table, keys, specs, accs, integral)
-        table.apply(changes.assign(**{GONE: False}))
+        changes = changes.reindex(columns=keys + stored).assign(**{GONE: False})
+        table.apply(changes)
         changed_ends = changes[START].to_numpy(dtype=np.int64) + size
         if closes_by is not None and (due or (changed_ends <= closes_by).any()):
-            closing = table.frame_at(table.positions_where(table.column(START) + size <= closes_by))
+            closing, logged = remove_where(table, table.column(START) + size <= closes_by, changes, keys)
         else:
-            closing = changes.iloc[:0]
+            closing, logged = changes.iloc[:0], changes
         if window.emit == "CHANGES":
             out = _updates(data, running, group_ids, specs, size, window, out_names)
         else:
@@ -173,13 +174,9 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
                 count_dropped(meta, "expired", expired.sum())
                 written &= ~expired
             out = _closed(closing[written], group_ids, specs, accs, size, window, out_names, int(rows[SEQ].max()), clock)
-        gone = closing.assign(**{GONE: True})
-        table.apply(gone)
-        kept = changes[~key_index(changes, keys).isin(key_index(gone, keys))] if len(gone) else changes
-        logged = pd.concat([kept.assign(**{GONE: False}), gone[keys + [GONE]]], ignore_index=True)
-        log_changes(meta["table"], segments, logged.reindex(columns=keys + stored + [GONE]), table, keys)
+        log_changes(meta["table"], segments, logged, table, keys)
         meta["rows"] = len(table)
-        if len(gone):  # the earliest end left with its window: found again over the open ones
+        if len(closing):  # the earliest end left with its window: found again over the open ones
             open_starts = table.column(START)[table.positions()]
             meta["earliest_end"] = int(open_starts.min()) + size if len(open_starts) else None
         elif len(changes):
