@@ -13,7 +13,11 @@ def __getattr__(name):  # keep `import streamjoin` light: Spark is imported only
         from .runtime.session import build_session
 
         return build_session
+    if name == "Topics":
+        from .topics import Topics
+
+        return Topics
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "build_session", "__version__"]
+__all__ = ["Engine", "Topics", "build_session", "__version__"]

@@ -47,8 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     shell.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                        help="read and write Kafka topics on this broker (default: the embedded topics)")
 
-    explain = sub.add_parser("explain", help="print the logical and physical plan of a script's queries")
+    explain = sub.add_parser("explain", help="show what each query of a script runs: as text, or drawn as a graph")
     explain.add_argument("script")
+    explain.add_argument("--format", default="text", choices=["text", "svg", "dot", "mermaid"],
+                         help="text (default), or a drawing of each query: svg (opens in a browser), dot (Graphviz), "
+                              "mermaid")
+    explain.add_argument("--output", "-o", help="write it to this file (default: standard output)")
+    explain.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
+                         help="explain the queries as they run on this broker (default: the embedded topics)")
 
     topic = sub.add_parser("topic", help="embedded topics, or a broker's with --bootstrap-servers")
     topic.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"))
@@ -183,82 +189,76 @@ def _test(args) -> int:
 
 
 def _explain(args) -> int:
-    from .plan.catalog import Catalog
-    from .lower import operator_table
-    from .plan.explain import explain_text
+    from .connectors.kafka_client import BOOTSTRAP_PROPERTY
     from .connectors.topic_store import TopicStore
+    from .lower import operator_table
+    from .plan.catalog import Catalog
+    from .plan.drawing import draw
+    from .plan.explain import explain_text, query_graph
     from .plan.inference import first_pairs
     from .plan.statements import StatementPlanner
     from .sql import parse_script
 
     root = os.path.join(args.home, "topics")  # a Lenses query's undeclared topics (``plan.inference``)
-    sample = partial(first_pairs, TopicStore(root)) if os.path.isdir(root) else None
-    planner = StatementPlanner(Catalog(), operators=operator_table, sample_topic=sample)
+    sample = partial(first_pairs, TopicStore(root)) if os.path.isdir(root) and not args.bootstrap_servers else None
+    catalog = Catalog()
+    if args.bootstrap_servers:
+        catalog.properties[BOOTSTRAP_PROPERTY] = args.bootstrap_servers
+    planner = StatementPlanner(catalog, operators=operator_table, sample_topic=sample)
+    texts, graphs = [], []
     for item in parse_script(Path(args.script).read_text()):
         planned = planner.plan(item)
         if planned.output:
-            print(planned.output)
+            texts.append(planned.output)
         if planned.query:
-            print(f"-- {planned.query.query_id}")
-            print(explain_text(planned.query.plan, operator_table.declared_state, planner.catalog.properties))
+            query = planned.query
+            texts.append(f"-- {query.query_id}\n" + explain_text(query.plan, operator_table.declared_state,
+                                                                  catalog.properties, query.query_id))
+            graphs.append(query_graph(query.plan, operator_table.declared_state, catalog.properties, query.query_id))
+    document = "\n".join(texts) + "\n" if args.format == "text" else draw(graphs, args.format)
+    if args.output:
+        Path(args.output).write_text(document)
+    else:
+        sys.stdout.write(document)
     return 0
 
 
 def _topic(args) -> int:
-    from .connectors.kafka_client import KafkaTopics
-    from .connectors.topic_store import TopicStore
-    from .shell import value_text
+    from .topics import Topics
 
-    store = KafkaTopics(args.bootstrap_servers) if args.bootstrap_servers else TopicStore(os.path.join(args.home, "topics"))
-    if args.topic_command == "list":
-        for name in store.topics():
-            print(name)
-        return 0
-    if args.topic_command == "cat":
-        for r in store.records(args.name):
-            print(json.dumps({
-                "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
-                "key": r.key.decode("utf-8", "replace") if r.key is not None else None,
-                "value": value_text(r.value),
-            }))
-        return 0
-    appended: list = []  # (topic, [record]) in line order: the order they are read in
-    for number, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as err:
-            print(f"error: line {number} is not JSON: {err}", file=sys.stderr)
-            return 2
-        topic = (obj.get("topic") if args.envelope else None) or args.name
-        if not topic:
-            print(f"error: line {number} names no topic (give one, or a \"topic\" field with --envelope)", file=sys.stderr)
-            return 2
-        if appended and appended[-1][0] == topic:  # a run of one topic's lines is one append
-            appended[-1][1].append(_record_from(obj, args))
-        else:
-            appended.append((topic, [_record_from(obj, args)]))
-    topics = list(dict.fromkeys(t for t, _ in appended)) or ([args.name] if args.name else [])
-    for topic in topics:
-        store.create(topic, args.partitions)
-    store.append(appended, partitions=args.partitions)
-    print(f"{sum(len(r) for _, r in appended)} records appended to {', '.join(topics)}", file=sys.stderr)
+    with Topics(args.home, bootstrap_servers=args.bootstrap_servers) as topics:
+        if args.topic_command == "list":
+            for name in topics.list():
+                print(name)
+            return 0
+        if args.topic_command == "cat":
+            for record in topics.read(args.name):
+                print(json.dumps(record))
+            return 0
+        records = []
+        for number, line in enumerate(sys.stdin, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as err:
+                print(f"error: line {number} is not JSON: {err}", file=sys.stderr)
+                return 2
+            record = dict(obj) if args.envelope else {
+                "key": obj.get(args.key_field) if args.key_field else None, "value": obj,
+                "timestamp": int(obj[args.timestamp_field]) if args.timestamp_field else None}
+            record["topic"] = (obj.get("topic") if args.envelope else None) or args.name
+            if not record["topic"]:
+                print(f"error: line {number} names no topic (give one, or a \"topic\" field with --envelope)",
+                      file=sys.stderr)
+                return 2
+            records.append(record)
+        if not records and args.name:
+            topics.create(args.name, args.partitions)
+        topics.produce(records, partitions=args.partitions)
+        names = list(dict.fromkeys(r["topic"] for r in records)) or ([args.name] if args.name else [])
+        print(f"{len(records)} records appended to {', '.join(names)}", file=sys.stderr)
     return 0
-
-
-def _record_from(obj, args):
-    from .connectors.formats import encode_key
-    from .connectors.topic_store import Record
-
-    now = int(time.time() * 1000)
-    if args.envelope:
-        value = obj.get("value")
-        return Record(encode_key(obj.get("key")), None if value is None else json.dumps(value).encode(),
-                      int(obj.get("timestamp", now)))
-    key = obj.get(args.key_field) if args.key_field else None
-    ts = int(obj[args.timestamp_field]) if args.timestamp_field else now
-    return Record(encode_key(key), json.dumps(obj).encode(), ts)
 
 
 if __name__ == "__main__":

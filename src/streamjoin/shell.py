@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .sql import split_input
+from .topics import value_text
 
 KEYWORDS = (
     "SELECT FROM WHERE JOIN LEFT RIGHT FULL OUTER INNER ON WITHIN GRACE PERIOD GROUP BY HAVING WINDOW TUMBLING "
@@ -250,22 +251,6 @@ class Shell:
     def close(self) -> None:
         if self._engine is not None:
             self._engine.stop()
-
-
-def value_text(value) -> object:
-    """A value as JSON when it is JSON, else its text (DELIMITED), else base64 (Avro)."""
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        pass
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        import base64
-
-        return {"base64": base64.b64encode(value).decode()}
 
 
 def _unquoted(name: str) -> str:

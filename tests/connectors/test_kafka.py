@@ -108,6 +108,19 @@ def test_lost_records_stop_the_query_unless_the_user_opts_out(spark, broker, tmp
     assert [r.value for r in rows] == [b'{"again": 1}']
 
 
+def test_the_topics_api_feeds_and_reads_a_broker(broker):
+    from streamjoin import Topics
+
+    a, b = _topic("api-a"), _topic("api-b")
+    with Topics(broker) as topics:
+        assert topics.produce([{"topic": a, "key": 1, "value": {"N": 1}, "timestamp": 5},
+                               {"topic": b, "key": 2, "value": None, "timestamp": 6}], partitions=2) == 2
+        assert {a, b} <= set(topics.list())
+        assert [(r["key"], r["value"], r["timestamp"]) for r in topics.read(a)] == [("1", {"N": 1}, 5)]
+        assert [(r["key"], r["value"]) for r in topics.read(b)] == [("2", None)]
+        assert topics.store.partitions(a) == 2
+
+
 def test_a_reading_consumer_is_kept_for_the_next_task_unless_a_topic_it_read_was_recreated(broker):
     with reading_consumer(broker, {"t": "id-1"}) as first:
         pass

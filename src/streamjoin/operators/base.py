@@ -51,6 +51,9 @@ class DeclaredState:
     keeps: str  # what a bucket holds
     segments: str  # how a bucket's rows are split into the segments a batch reads and writes
     purged: str  # when a stored row leaves
+    # with more than one keyed stage (each a shuffle by hash bucket and a step): what each stage is keyed by, in
+    # order; empty for one stage, keyed by the join (or group) key
+    stages: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return (f"state {self.name} v{self.version} per hash bucket: {self.keeps}; segments: {self.segments}; "

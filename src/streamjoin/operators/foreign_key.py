@@ -61,7 +61,8 @@ STATE = DeclaredState(
     keeps="each live child's foreign key (stage 1); every live parent row and every live child row under its "
           "foreign key (stage 2); the live result keys (stage 3)",
     segments="chunks of each stage's change log",
-    purged="a row at its tombstone")
+    purged="a row at its tombstone",
+    stages=("the child's primary key", "the foreign key", "the result key"))
 
 
 class ForeignKeyJoin:

@@ -39,6 +39,8 @@ replaced, or when its TTL expires (a vectorised pass over the table, with a TTL 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -74,6 +76,9 @@ STATE = DeclaredState(
 
 class RegularJoin:
     def state(self, join: Join) -> DeclaredState:
+        if "TABLE" in (join.left.kind, join.right.kind):  # a table side's changes pass its per-primary-key stage
+            return replace(STATE, stages=("each table side's primary key (a row's previous version retracted)",
+                                          "the join key"))
         return STATE
 
     def lower(self, join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext) -> DataFrame:

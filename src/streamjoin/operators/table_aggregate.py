@@ -67,7 +67,8 @@ def _keeps_empty_groups(node: Aggregate) -> bool:
 
 class TableAggregate:
     def state(self, node: Aggregate) -> DeclaredState:
-        return KAFKA_STREAMS_STATE if _keeps_empty_groups(node) else STATE
+        state = KAFKA_STREAMS_STATE if _keeps_empty_groups(node) else STATE
+        return replace(state, stages=("the input table's key (a row's previous values retracted)", "the GROUP BY key"))
 
     def lower(self, node: Aggregate, df: DataFrame, ctx: LoweringContext) -> DataFrame:
         for f, call in node.aggregates:

@@ -1,26 +1,75 @@
-"""EXPLAIN and DESCRIBE text: each plan node describes itself; this module indents the tree."""
+"""EXPLAIN and DESCRIBE. EXPLAIN shows a query twice: its logical plan (each plan node describes itself) and
+what runs in Spark, as a graph (``QueryGraph``): the topics it reads, their decoding, filters where they run,
+the shuffles by hash bucket, each operator with its kind, window and state, and the sink. The text form prints
+that graph's steps in the order records flow; ``plan.drawing`` draws the same graph (SVG, DOT, Mermaid)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .catalog import SourceInfo
-from .nodes import Aggregate, Filter, Join, PlanNode, Repartition, Scan, Sink, walk
 from .inference import is_inferred
+from .nodes import (Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, Sink, WindowTable, expr_text,
+                    walk)
 from .pushdown import database_read
-from .settings import setting_notes
+from .settings import INGESTION_ORDER, STATE_TTL, setting_notes
+
+KAFKA = "bootstrap.servers"  # the setting naming a script's broker (``connectors.kafka_client``)
+DAY_MS = 24 * 3600 * 1000
 
 
-def explain_text(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None) -> str:
+@dataclass
+class Step:
+    """One box of a query's graph: ``kind`` is 'source', 'step' (stateless, in the task that reads the records),
+    'shuffle' (a Spark exchange), 'operator' (keeps state) or 'sink'."""
+
+    number: int
+    kind: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class QueryGraph:
+    """What runs for one query: steps, and edges (from step, to step, label) in the direction records flow."""
+
+    name: str
+    steps: list[Step] = field(default_factory=list)
+    edges: list[tuple[int, int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, kind: str, title: str, lines: list[str], *inputs: tuple[int, str]) -> int:
+        step = Step(len(self.steps) + 1, kind, title, [line for line in lines if line])
+        self.steps.append(step)
+        self.edges.extend((source, step.number, label) for source, label in inputs)
+        return step.number
+
+    def inputs_of(self, number: int) -> list[int]:
+        return [a for a, b, _ in self.edges if b == number]
+
+
+def explain_text(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None,
+                 name: str = "") -> str:
     """The plan as text; ``state_of(node)`` (``lower.operator_table.declared_state``), when given, says what
     each stateful operator keeps; ``settings``, the script's SETs, what each does here."""
     lines = ["Logical plan:"]
     _tree(plan, 1, lines)
-    lines.append("Physical plan:")
-    lines.extend("  " + line for line in _physical(plan, state_of or (lambda node: None)))
+    lines.append("What runs in Spark (in the order records flow):")
+    lines.extend("  " + line for line in graph_text(query_graph(plan, state_of, settings, name)))
     if settings:
         lines.append("Settings:")
         lines.extend("  " + line for line in setting_notes(settings))
     return "\n".join(lines)
+
+
+def graph_text(graph: QueryGraph) -> list[str]:
+    out = list(graph.notes)
+    for step in graph.steps:
+        inputs = graph.inputs_of(step.number)
+        fed = f"  <- [{'], ['.join(map(str, inputs))}]" if inputs else ""
+        out.append(f"[{step.number}] {step.title}{fed}")
+        out.extend(f"    {line}" for line in step.lines)
+    return out
 
 
 def _tree(node: PlanNode, depth: int, lines: list[str]) -> None:
@@ -30,43 +79,164 @@ def _tree(node: PlanNode, depth: int, lines: list[str]) -> None:
         _tree(child, depth + 1, lines)
 
 
-def _physical(plan: PlanNode, state_of: Callable) -> list[str]:
-    """Where work runs in Spark: repartitions (shuffles), stateful operators and their state."""
-    out = ["Source: streamjoin_topics (one stream over every input topic, in ingestion order)"]
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Repartition):
-            out.append(f"Repartition (Spark shuffle) by {node.describe().split(' by ', 1)[1]}")
-        if isinstance(node, Join) and node.static_table:
-            tables = [n for n in walk(node) if isinstance(n, Scan) and n.source.database]
-            origin = "the database" if tables else "its file"
-            out.append(f"Broadcast hash join of the stream with the table loaded once from {origin} when the query "
-                       "starts (stream-static: no state)")
-            out.extend(f"  SQL sent: {database_read(plan, t).sql(t.source.database.table)}" for t in tables)
-        elif isinstance(node, Join) and node.operator == "lookup":
-            out.append("Lookup join (operators.lookup): per partition of a micro-batch, one query to the database for "
-                       "its records' distinct keys, on the executors; no state, no shuffle of its own")
-        elif isinstance(node, Join):
-            out.append(f"Repartition both inputs by a hash bucket of the join key; operator operators.{node.operator} "
-                       f"({node.shape})")
-        if isinstance(node, Aggregate):
-            out.append(f"Repartition by a hash bucket of the GROUP BY key; operator operators.{node.operator}")
+def query_graph(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None,
+                name: str = "") -> QueryGraph:
+    """The graph of what runs for ``plan`` (see ``explain_text`` for the arguments)."""
+    settings = settings or {}
+    graph = QueryGraph(name)
+    topics = sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded})
+    if topics:
+        if settings.get(KAFKA):
+            order = ("in the order they were produced" if settings.get(INGESTION_ORDER) == "produced"
+                     else "by record timestamp")
+            where = f"Kafka at {settings[KAFKA]}, partitions merged {order}"
+        else:
+            where = "the embedded topics, in ingestion order"
+        graph.notes.append(f"Input: one Spark source reads {', '.join(topics)} from {where}")
+    _Builder(graph, plan, state_of or (lambda node: None), settings).add(plan)
+    return graph
+
+
+class _Builder:
+    def __init__(self, graph: QueryGraph, plan: PlanNode, state_of: Callable, settings: dict):
+        self.graph, self.plan, self.state_of, self.settings = graph, plan, state_of, settings
+
+    def add(self, node: PlanNode) -> int:
+        """Add ``node`` and what feeds it; the number of the step its rows leave from."""
+        g = self.graph
+        if isinstance(node, Scan):
+            return self._scan(node)
+        if isinstance(node, Join):
+            return self._join(node)
+        (child,) = node.inputs
+        fed = self.add(child)
         if isinstance(node, Filter) and node.operator:
-            out.append(f"Repartition by a hash bucket of the table's key; operator operators.{node.operator} "
-                       f"({node.where}: a tombstone only for a key whose previous row passed)")
-        state = state_of(node)
-        if state is not None:
-            out.append("  " + state.describe())
-        if isinstance(node, Sink) and node.target.database is not None:
-            keys = ", ".join(node.target.key_columns)
-            out.append(f"Sink: {node.target.database.describe()}, from the executors, one transaction per partition: "
-                       + (f"each key's last change upserted or deleted on ({keys})" if keys
-                          else "rows inserted, each part of a micro-batch once (noted in streamjoin_sink_commits)"))
-        elif isinstance(node, Sink):
-            out.append(f"Sink: topic {node.target.topic}, exactly once per micro-batch (batch id)")
-        stack.extend(node.inputs)
-    return out
+            shuffle = self._shuffle(node, "the table's key", [], (fed, ""))
+            return g.add("operator", f"Table filter (operators.{node.operator})",
+                         [f"{node.where} {expr_text(node.predicate)}",
+                          "a tombstone only for a key whose previous row passed", *self._state(node)], (shuffle, ""))
+        if isinstance(node, Filter):
+            return g.add("step", f"Filter [{node.where}]", [expr_text(node.predicate)], (fed, ""))
+        if isinstance(node, Aggregate):
+            groups = ", ".join(expr_text(e) for _, e in node.groups)
+            shuffle = self._shuffle(node, "the GROUP BY key", [groups], (fed, ""))
+            aggregates = ", ".join(f"{expr_text(e)} AS {f.name}" for f, e in node.aggregates)
+            window = [f"window: {node.window.describe()}"] if node.window is not None else []
+            return g.add("operator", f"Aggregate (operators.{node.operator})",
+                         [f"GROUP BY {groups}", aggregates, *window, *self._state(node)], (shuffle, ""))
+        if isinstance(node, Repartition):
+            return g.add("shuffle", f"Repartition [{node.reason}]",
+                         [f"by ({', '.join(expr_text(e) for e in node.by)}): the rows' new key"], (fed, ""))
+        if isinstance(node, Project):
+            return g.add("step", "Project", [", ".join(f"{expr_text(e)} AS {f.name}" for f, e in node.items)], (fed, ""))
+        if isinstance(node, Sink):
+            return g.add("sink", f"Sink {node.target.kind.lower()} {node.target.name}", self._sink(node), (fed, ""))
+        if isinstance(node, (Lateral, WindowTable)):
+            return g.add("step", type(node).__name__, [node.describe()], (fed, ""))
+        return g.add("step", node.describe(), [], (fed, ""))
+
+    def _scan(self, scan: Scan) -> int:
+        info, g = scan.source, self.graph
+        title = f"{info.kind.lower()} {info.name} AS {scan.alias}"
+        if info.database is not None:
+            if scan.system_time is not None:  # a lookup join reads it per micro-batch: drawn with the join
+                return g.add("source", f"Database {title}", [info.database.describe()])
+            return g.add("source", f"Database {title}", [info.database.describe(), "read once, when the query starts",
+                                                           f"SQL sent: {database_read(self.plan, scan).sql(info.database.table)}"])
+        if info.bounded_path:
+            return g.add("source", f"File {title}", [f"{info.bounded_path}, read once when the query starts"])
+        partitions = f"{info.partitions} partition{'s' if info.partitions != 1 else ''}"
+        topic = g.add("source", f"Topic {info.topic}", [f"{partitions}; key {info.key_format}, value {info.value_format}"
+                                                        + (f" ({info.changelog_format})" if info.changelog_format else "")])
+        time = (f"event time: column {info.timestamp_column}" if info.timestamp_column
+                else "event time: the record's timestamp")
+        watermark = (f"watermark: {info.watermark_column or info.timestamp_column} - {info.watermark_delay_ms} ms"
+                     if info.watermark_delay_ms is not None else "")
+        window = f"OVER {scan.describe().split(' OVER ', 1)[1]}" if scan.window is not None else ""
+        return g.add("step", f"Decode {title}", [
+            f"{len([f for f in scan.fields if not f.hidden])} columns from key and value; a record that does not decode "
+            "is dead-lettered with its reason", time, watermark, window], (topic, ""))
+
+    def _join(self, join: Join) -> int:
+        g = self.graph
+        left, right = self.add(join.left), self.add(join.right)
+        on = " AND ".join(f"{expr_text(a)} = {expr_text(b)}" for a, b in zip(join.left_side.keys, join.right_side.keys))
+        lines = [f"{join.join_type} {join.shape} join", f"ON {on}" if on else "no equality: every row in one bucket"]
+        if join.window_keys:
+            lines.append("and " + ("their keys' sessions" if len(join.window_keys) > 1 else "their keys' windows"))
+        if join.within is not None:
+            lines.append(self._window(join))
+        for label, side in (("left", join.left_side), ("right", join.right_side)):
+            if side.filter is not None:
+                lines.append(f"{label} rows match only where {expr_text(side.filter)}")
+        for label, e in (("each pair within the window", join.residual), ("each candidate pair", join.condition)):
+            if e is not None:
+                lines.append(f"on {label}: {expr_text(e)}")
+        if join.rematch_ms is not None:
+            lines.append(f"a padded row is re-matched by a later table row for {join.rematch_ms} ms")
+        if join.operator == "regular":
+            ttl = self.settings.get(STATE_TTL)
+            lines.append(f"retention: {STATE_TTL} = {ttl}" if ttl else "retention: rows kept until retracted (no "
+                         f"'{STATE_TTL}')")
+        if join.static_table:
+            tables = [n for n in walk(join) if isinstance(n, Scan) and n.source.bounded]
+            origin = "the database" if any(t.source.database for t in tables) else "its file"
+            return g.add("operator", "Broadcast hash join", [*lines, f"the table, loaded once from {origin}, is sent to "
+                                                             "every task: stream-static, no state, no shuffle"],
+                         (left, "stream"), (right, "table"))
+        if join.operator == "lookup":
+            return g.add("operator", "Lookup join (operators.lookup)", [
+                *lines, "per partition of a micro-batch: one query to the database for its records' distinct keys, "
+                        "on the executors; no state, no shuffle"], (left, "stream"), (right, "looked up"))
+        shuffle = self._shuffle(join, "the join key", [on], (left, "left"), (right, "right"))
+        return g.add("operator", f"Join (operators.{join.operator})", [*lines, *self._state(join)], (shuffle, ""))
+
+    def _window(self, join: Join) -> str:
+        within = join.within
+        text = f"window: {_duration(within.before_ms)} before, {_duration(within.after_ms)} after"
+        if join.operator == "interval":
+            return text + "; a record is kept until the watermark passes its close"
+        if within.grace_ms is None:
+            from_default = max(DAY_MS - 2 * within.before_ms, 0)  # Kafka Streams' JoinWindows.of: 24 h retention
+            return text + f"; no GRACE PERIOD: grace {_duration(from_default)} (retention 24 h)"
+        retention = within.before_ms + within.after_ms + within.grace_ms
+        return text + f"; grace {_duration(within.grace_ms)} (retention {_duration(retention)})"
+
+    def _shuffle(self, node: PlanNode, key: str, lines: list[str], *inputs: tuple[int, str]) -> int:
+        """The shuffle into ``node``'s operator: by ``key``, or by each of its stages' keys before the stage."""
+        state = self.state_of(node)
+        if state is not None and state.stages:
+            return self.graph.add("shuffle", "Shuffle by hash bucket before each stage",
+                                  [f"stage {i}: by {k}" for i, k in enumerate(state.stages, 1)], *inputs)
+        return self.graph.add("shuffle", f"Shuffle by hash bucket of {key}", lines, *inputs)
+
+    def _state(self, node: PlanNode) -> list[str]:
+        state = self.state_of(node)
+        if state is None:
+            return []
+        return [f"state {state.name} v{state.version} per hash bucket: {state.keeps}",
+                f"segments: {state.segments}", f"purged: {state.purged}"]
+
+    def _sink(self, sink: Sink) -> list[str]:
+        target = sink.target
+        if target.database is not None:
+            keys = ", ".join(target.key_columns)
+            return [target.database.describe(), "from the executors, one transaction per partition: " + (
+                f"each key's last change upserted or deleted on ({keys})" if keys
+                else "rows inserted, each part of a micro-batch once (noted in streamjoin_sink_commits)")]
+        key = ", ".join(sink.input.field(k).name for k in sink.key) or "none"
+        if target.window is not None:
+            key += f" in its {target.window[0].lower()} window of {_duration(target.window[1])}"
+        partitions = f"{target.partitions} partition{'s' if target.partitions != 1 else ''}"
+        return [f"topic {target.topic} ({partitions}); key {key}; key {target.key_format}, value {target.value_format}",
+                "exactly once: each micro-batch written once (its batch id)"]
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
 
 
 def describe_text(info: SourceInfo) -> str:
