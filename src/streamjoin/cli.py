@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="read and write Kafka topics on this broker (default: the embedded topics)")
     run.add_argument("--reset", action="append", default=[], metavar="QUERY",
                      help="start this query over (its checkpoint is deleted; its sink receives its output again)")
+    run.add_argument("--ui", action="store_true", help="serve Spark's web UI (its address is in the status view)")
 
     demo = sub.add_parser("demo", help="run the bundled demo on the embedded default and print its output")
     demo.add_argument("--master")
@@ -112,17 +113,17 @@ def _quiet(log_path: str) -> None:
     print(f"Spark's logs go to {log_path} (--verbose shows them here)", file=sys.stderr)
 
 
-def _session(master=None):
+def _session(master=None, ui: bool = False):
     from .runtime.session import build_session
 
-    return build_session(master)
+    return build_session(master, conf={"spark.ui.enabled": "true"} if ui else None)
 
 
 def _run(args) -> int:
     from .runtime.engine import Engine
-    from .runtime.progress import progress_lines
+    from .runtime.progress import LiveView, Status, status_lines, status_table
 
-    engine = Engine(_session(args.master), home=args.home, records_per_batch=args.max_records_per_batch,
+    engine = Engine(_session(args.master, args.ui), home=args.home, records_per_batch=args.max_records_per_batch,
                     bootstrap_servers=args.bootstrap_servers)
     for query_id in args.reset:
         if engine.reset(query_id):
@@ -134,18 +135,24 @@ def _run(args) -> int:
         print(text)
     if not queries:
         return 0
+    status = Status(engine)
     if args.once:
         engine.process_all_available()
-        for line in progress_lines(engine):
+        for line in status_lines(status.queries()):
             print(line)
         engine.stop()
         return 0
     print(f"running {len(queries)} queries; Ctrl-C stops them (running again resumes from the checkpoints)")
+    live = LiveView(sys.stdout) if sys.stdout.isatty() else None  # on a terminal: a table redrawn in place
+    print(status.spark_ui())
     try:
         while True:
-            time.sleep(5)
-            for line in progress_lines(engine):
-                print(line)
+            time.sleep(2 if live else 5)
+            if live:
+                live.draw(status_table(status.queries()))
+            else:
+                for line in status_lines(status.queries()):
+                    print(line, flush=True)
     except KeyboardInterrupt:
         engine.stop()
         print("stopped")

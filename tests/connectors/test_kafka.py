@@ -82,6 +82,24 @@ def test_source_starting_offsets_latest_and_batch_limit(spark, broker, tmp_path)
     assert [r.seq for r in rows] == [1, 2, 3] and sizes == [2, 1]
 
 
+def test_the_status_view_counts_the_records_a_query_has_not_read_yet_as_its_lag(spark, broker, tmp_path):
+    from streamjoin.runtime.progress import kafka_lag
+
+    topics, topic = KafkaTopics(broker), _topic("lag")
+    topics.create(topic, 2)
+    topics.append([(topic, [Record(b"%d" % i, b"{}", i) for i in range(4)])])
+    query = (spark.readStream.format("streamjoin_kafka").option("bootstrap", broker).option("topics", topic).load()
+             .writeStream.foreachBatch(lambda df, _: None).option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    progress = query.lastProgress
+    assert kafka_lag(progress, topics.end_offsets) == 0
+    topics.append([(topic, [Record(b"%d" % i, b"{}", i) for i in range(4, 7)])])
+    assert kafka_lag(progress, topics.end_offsets) == 3
+
+
 def test_source_reads_one_partition_whole_lists_at_a_time_and_keeps_zero_times(spark, broker, tmp_path):
     """One partition, no headers wanted: the fetch takes each consumed list column by column, except a
     list holding a zero time (sent as 1 with a header), which it reads record by record."""

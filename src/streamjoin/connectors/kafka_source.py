@@ -70,7 +70,7 @@ def _tp_key(tp: tuple[str, int]) -> str:
     return f"{tp[0]}/{tp[1]}"
 
 
-def _tp_of(key: str) -> tuple[str, int]:
+def tp_of(key: str) -> tuple[str, int]:
     topic, _, partition = key.rpartition("/")
     return topic, int(partition)
 
@@ -144,7 +144,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit) -> dict:
-        nexts = {_tp_of(k): v[0] for k, v in start["partitions"].items()}
+        nexts = {tp_of(k): v[0] for k, v in start["partitions"].items()}
         ends, ids = self._ends(start, nexts)
         restarts = {tp: ends.pop(tp + ("from",)) for tp in list(nexts) if tp + ("from",) in ends}
         firsts = {tp: restarts.get(tp, nexts[tp]) for tp in nexts}
@@ -210,7 +210,7 @@ class KafkaTopicReader(DataSourceStreamReader):
     def _merged(self, fetched: dict, start: dict, cap: Optional[int]) -> tuple[pa.Table, dict]:
         """The first ``cap`` records in ingestion order, and each partition's last offset and running
         maximum among them (both only grow along a partition, so they are its maxima)."""
-        keys = {_tp_of(k): v[1] for k, v in start["partitions"].items()}
+        keys = {tp_of(k): v[1] for k, v in start["partitions"].items()}
         batch, _ = merge(fetched, keys, self.topic_index, by_header=self.by_header)
         if cap is not None and batch.num_rows > cap:
             batch = batch.slice(0, cap)
@@ -226,7 +226,7 @@ class KafkaTopicReader(DataSourceStreamReader):
         for key, (upto, _, *restart) in end["partitions"].items():
             first = restart[0] if restart else start["partitions"][key][0]
             if upto > first:
-                ranges[_tp_of(key)] = (first, upto)
+                ranges[tp_of(key)] = (first, upto)
         if not ranges:
             return []
         ids = end.get("topicIds", {})
@@ -245,7 +245,7 @@ class KafkaTopicReader(DataSourceStreamReader):
                 yield from _rows(table, topic, table.column("offset"), pa.nulls(table.num_rows, pa.int64()), self.decode)
             return
         state = partition.state
-        batch, _ = merge(fetched, {_tp_of(k): v[1] for k, v in state["partitions"].items()}, self.topic_index,
+        batch, _ = merge(fetched, {tp_of(k): v[1] for k, v in state["partitions"].items()}, self.topic_index,
                          by_header=self.by_header)
         seq = pa.array(np.arange(state["count"] + 1, state["count"] + 1 + batch.num_rows, dtype=np.int64))
         if self.clock is not None:
