@@ -131,7 +131,7 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
             def write(name, df, count):
                 topic, checkpoint = name.upper().replace("-", "_"), os.path.join(work, f"ck-{name}")
                 topics.create(topic, 2)
-                writer = kafka_writer(bootstrap, topic, checkpoint, topic)
+                writer = kafka_writer(bootstrap, topic, lambda: f"{topic}@{checkpoint}")
                 result = time_query(df, checkpoint, count, sink=writer)
                 result["records_on_topic"] = sum(topics.end_offsets([topic]).values())
                 writer.close()

@@ -14,7 +14,6 @@ and, with several topics in one call, ``topic``. ``streamjoin topic produce|cat|
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from typing import Any, Iterable, Optional, Union
@@ -23,8 +22,8 @@ BROKER = re.compile(r"[\w.-]+:\d+(,[\w.-]+:\d+)*")  # host:port[,host:port...]: 
 
 
 class Topics:
-    """The topics of a home's embedded store (``where``: the home, as ``--home``) or of a Kafka broker
-    (``where`` of the form host:port, or ``bootstrap_servers``)."""
+    """The topics of a home's embedded store (``where``: the home, as ``--home``: a path or ``file://`` URI) or of
+    a Kafka broker (``where`` of the form host:port, or ``bootstrap_servers``)."""
 
     def __init__(self, where: str = ".streamjoin", *, bootstrap_servers: Optional[str] = None):
         if bootstrap_servers is None and BROKER.fullmatch(where):
@@ -35,8 +34,9 @@ class Topics:
             self.store: Any = KafkaTopics(bootstrap_servers)
         else:
             from .connectors.topic_store import TopicStore
+            from .runtime.storage import embedded_root
 
-            self.store = TopicStore(os.path.join(where, "topics"))
+            self.store = TopicStore(embedded_root(where))
 
     def list(self) -> list[str]:
         return self.store.topics()

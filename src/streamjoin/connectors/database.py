@@ -493,18 +493,16 @@ class _TableReader(DataSourceReader):
 
 # ---------------------------------------------------------------------------------------------- Spark sink
 
-def database_writer(database, columns: list[str], key_columns: list[str], checkpoint: str, query_id: str):
+def database_writer(database, columns: list[str], key_columns: list[str], writer_id):
     """A ``foreachBatch`` function writing each micro-batch (rows from ``lower.sink.database_rows``: ``columns``,
     ``DELETE``, ``ORDER``) into the ``DatabaseTable`` ``database`` from the executors: one transaction per
     partition (``write_part``); with a primary key (``key_columns``) a key's changes go to one partition first."""
     from pyspark.sql.functions import col
 
-    from .embedded_sink import writer_identity
-
     def write_batch(batch, batch_id: int) -> None:
         if key_columns:
             batch = batch.repartition(*[col(f"`{k}`") for k in key_columns])
-        run = _PartWriter(database, columns, key_columns, writer_identity(checkpoint, query_id), batch_id)
+        run = _PartWriter(database, columns, key_columns, writer_id(), batch_id)
         write_batch.rows_written += sum(r.written for r in batch.mapInArrow(run, "written long").collect())
 
     write_batch.rows_written = 0

@@ -3,7 +3,7 @@
 A ``foreachBatch`` function, like the embedded sink: each micro-batch is sorted by ``(seq, sub)`` (the
 ingestion order of the records that produced it) and produced with an idempotent producer — in order and
 without duplicates per partition — keys chosen by the Java clients' murmur2 partitioner. Every record
-carries three headers: the writer (``embedded_sink.writer_identity``), the micro-batch id and the record's index in the batch.
+carries three headers: the writer (``runtime.batch_sink.QueryRun.writer``), the micro-batch id and the record's index in the batch.
 
 Exactly once without transactions (the test broker, Tansu, does not hide aborted transactions from
 readers): Spark re-runs only the last micro-batch after a crash, and re-runs it with the same input and
@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 from pyspark.sql import DataFrame
 
-from .embedded_sink import ORDER_COLUMNS, writer_identity
+from .embedded_sink import ORDER_COLUMNS
 from .kafka_client import BrokerError, consumer, high_watermarks, producer, stamp_headers
 
 WRITER_HEADER = "streamjoin.writer"
@@ -97,17 +97,17 @@ class WrittenSoFar:
         self.batch, self.indices = batch_id, set(range(count))
 
 
-def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> Callable[[DataFrame, int], None]:
+def kafka_writer(bootstrap: str, topic: str, writer_id: Callable[[], str]) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function writing each micro-batch to ``topic`` exactly once."""
     clients: list = []  # the producer, made on first use and released by close()
     failures: list = []  # errors of records the broker did not take
     written: list[WrittenSoFar] = []
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        if not written:  # the checkpoint's metadata exists once the query has started
-            written.append(WrittenSoFar(bootstrap, topic, writer_identity(checkpoint, query_id)))
+        if not written:
+            written.append(WrittenSoFar(bootstrap, topic, writer_id()))
             written[0].load()
-        writer_id, written_so_far = written[0].writer.decode(), written[0]
+        written_so_far = written[0]
         if batch_id < written_so_far.batch:
             batch.write.format("noop").mode("overwrite").save()
             return
@@ -122,7 +122,7 @@ def kafka_writer(bootstrap: str, topic: str, checkpoint: str, query_id: str) -> 
         if order:
             rows = rows.sort_by([(c, "ascending") for c in order])
         failures.clear()
-        writer_value, batch_value = writer_id.encode(), str(batch_id).encode()
+        writer_value, batch_value = written_so_far.writer, str(batch_id).encode()
         keys, values, stamps = (rows.column(n).to_pylist() for n in ("key", "value", "timestamp"))
         produce = out.produce
         for index, (key, value, stamp) in enumerate(zip(keys, values, stamps)):

@@ -15,12 +15,11 @@ query's id (``plan.statements``) nor its fingerprint.
 """
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import SparkSession
 
 from ..errors import StreamjoinError
 from ..plan.settings import BUCKETS
+from .storage import delete, filesystem, jvm, read_json, write_json
 
 FILE = "layout.json"
 BUCKETS_PER_CORE = 4  # several buckets a task: a slow bucket does not hold a whole core's share of the batch
@@ -91,12 +90,7 @@ def _declared(source) -> str:
 def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict) -> None:
     """Write the layout once, when the checkpoint has none yet."""
     if _read(spark, checkpoint) is None:
-        fs, path = _file(spark, checkpoint)
-        out = fs.create(path, True)
-        try:
-            out.write(json.dumps({"buckets": buckets, "query": query}).encode())
-        finally:
-            out.close()
+        write_json(spark, {"buckets": buckets, "query": query}, checkpoint, FILE)
 
 
 def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
@@ -105,8 +99,8 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
     restart Spark then starts from batch 0, finds the directory not empty and refuses to start
     (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Only when the offsets log holds no batch are its and the
     commit log's hidden files removed; nothing of a checkpoint with a batch is touched."""
-    fs, root = _filesystem(spark, checkpoint)
-    logs = [_jvm(spark).Path(root, name) for name in ("offsets", "commits")]
+    fs, root = filesystem(spark, checkpoint)
+    logs = [jvm(spark).Path(root, name) for name in ("offsets", "commits")]
     if not fs.exists(logs[0]) or any(f.getPath().getName().isdigit() for f in fs.listStatus(logs[0])):
         return
     for log in logs:
@@ -117,45 +111,8 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
 
 def reset(spark: SparkSession, checkpoint: str) -> bool:
     """Delete a query's checkpoint (through Hadoop's FileSystem): it starts over. Whether there was one."""
-    fs, path = _filesystem(spark, checkpoint)
-    return bool(fs.exists(path) and fs.delete(path, True))
+    return delete(spark, checkpoint)
 
 
 def _read(spark: SparkSession, checkpoint: str) -> dict | None:
-    fs, path = _file(spark, checkpoint)
-    if not fs.exists(path):
-        return None
-    stream = fs.open(path)
-    try:
-        return json.loads(_jvm(spark).IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
-
-
-def _file(spark: SparkSession, checkpoint: str):
-    return _filesystem(spark, checkpoint, FILE)
-
-
-_IMPORTED: set[int] = set()  # the JVM views the classes below were imported into
-
-
-def _jvm(spark: SparkSession):
-    """The JVM view, with Hadoop's ``Path`` and commons-io's ``IOUtils`` imported once: Py4J resolves
-    ``jvm.org.apache.hadoop.fs.Path`` by trying each prefix (``org``, ``org.apache``, ...) as a class, and a class
-    not found is searched for in every jar on the class path (seen as a few percent of the JVM's time)."""
-    jvm = spark._jvm
-    if id(jvm) not in _IMPORTED:
-        from py4j.java_gateway import java_import
-
-        for name in ("org.apache.hadoop.fs.Path", "org.apache.commons.io.IOUtils"):
-            java_import(jvm, name)
-        _IMPORTED.add(id(jvm))
-    return jvm
-
-
-def _filesystem(spark: SparkSession, checkpoint: str, *child: str):
-    """Hadoop's FileSystem for a checkpoint URI, and the path of the checkpoint (or of ``child`` in it)."""
-    path = _jvm(spark).Path(checkpoint)
-    if child:
-        path = _jvm(spark).Path(path, *child)
-    return path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()), path
+    return read_json(spark, checkpoint, FILE)

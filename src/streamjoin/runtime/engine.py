@@ -12,7 +12,6 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -37,10 +36,11 @@ from ..plan.inference import first_pairs
 from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MODE, interval_ms, trigger_interval
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
-from .batch_sink import sink_function
+from .batch_sink import QueryRun, sink_function
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
+from .storage import embedded_root, home_location, local_path, under
 from .transient import RowPrinter, TransientQuery, printed_batch
 
 DEFAULT_HOME = ".streamjoin"
@@ -96,16 +96,22 @@ class Engine:
     query_name_prefix: str = ""  # Spark query names must be unique in a session: set it when engines share one
 
     def __post_init__(self) -> None:
-        self.home = str(Path(self.home).absolute())
-        self.topics_root = os.path.join(self.home, "topics")
-        self.checkpoint_root = os.path.join(self.home, "checkpoints")
-        self.store: TopicStore | KafkaTopics = TopicStore(self.topics_root)
+        self.home = home_location(self.home)  # a path, or a URI Hadoop's FileSystem resolves (runtime.storage)
+        self.checkpoint_root = under(self.home, "checkpoints")
         if self.bootstrap_servers:
             self.catalog.properties.setdefault(BOOTSTRAP_PROPERTY, self.bootstrap_servers)
+        self.store: TopicStore | KafkaTopics | None = None
         self._use_broker()
+        if self.store is None:
+            self.store = TopicStore(embedded_root(self.home))
         self.pending: list[PlannedQuery] = []
         self.stopped: dict[str, PlannedQuery] = {}  # SQLstream pumps created STOPPED or stopped by ALTER PUMP
         register_sources(self.spark)
+
+    @property
+    def topics_root(self) -> str | None:
+        """The embedded topics' directory; None for a home not on local disk (its topics are on Kafka)."""
+        return embedded_root(self.home) if local_path(self.home) is not None else None
 
     def _use_broker(self) -> None:
         """Topics live on the broker named by ``bootstrap.servers`` (flag, environment or SET), if any."""
@@ -199,10 +205,10 @@ class Engine:
 
     def reset(self, query_id: str) -> bool:
         """Forget a query's checkpoint, so that it starts over (``streamjoin run --reset``)."""
-        return reset(self.spark, os.path.join(self.checkpoint_root, query_id.upper()))
+        return reset(self.spark, under(self.checkpoint_root, query_id.upper()))
 
     def _checkpoint(self, planned: PlannedQuery) -> str:
-        return os.path.join(self.checkpoint_root, planned.query_id)
+        return under(self.checkpoint_root, planned.query_id)
 
     def start_pending(self) -> list[RunningQuery]:
         started = [self._start(planned) for planned in self.pending]
@@ -260,16 +266,17 @@ class Engine:
         lowered, letters, drops = self._lowered(planned, checkpoint)
         result = encode(sink, lowered)
         bootstrap = getattr(self.store, "bootstrap", None)
+        name = self.query_name_prefix + planned.query_id
+        run = QueryRun(self.spark, name, planned.query_id)
         if sink.target.database is not None:
             result = database_rows(sink, lowered)
             write = database_writer(sink.target.database, [sink.input.field(f).name for f in sink.value_fields],
-                                    list(sink.target.key_columns), checkpoint, planned.query_id)
+                                    list(sink.target.key_columns), run.writer)
         elif bootstrap:
-            write = kafka_writer(bootstrap, sink.target.topic, checkpoint, planned.query_id)
+            write = kafka_writer(bootstrap, sink.target.topic, run.writer)
         else:
-            write = topic_writer(self.topics_root, sink.target.topic, checkpoint, planned.query_id, sink.target.partitions)
-        name = self.query_name_prefix + planned.query_id
-        batch_function = sink_function(write, letters, drops, self.spark, name)
+            write = topic_writer(self.topics_root, sink.target.topic, run.writer, sink.target.partitions)
+        batch_function = sink_function(write, letters, drops, run)
         query = self._started(result, name, batch_function, checkpoint)
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             self.store, self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC), write,
@@ -280,14 +287,14 @@ class Engine:
         of its own, removed when it stops."""
         sink = planned.plan
         run = f"{planned.query_id}_{uuid.uuid4().hex[:8]}"  # one of many runs of the same statement
-        checkpoint = os.path.join(self.home, "transient", run)
+        checkpoint = under(self.home, "transient", run)
         lowered, letters, drops = self._lowered(planned, checkpoint)
         printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
                              limit=planned.limit, mode=str(self.catalog.properties.get(RESULT_MODE, "tableau")).lower())
         name = self.query_name_prefix + run
-        batch_function = sink_function(printed_batch(sink, printer), letters, drops, self.spark, name)
+        batch_function = sink_function(printed_batch(sink, printer), letters, drops, QueryRun(self.spark, name, run))
         query = self._started(lowered, name, batch_function, checkpoint)
-        return TransientQuery(planned.query_id, query, printer, checkpoint, batch_function.release)
+        return TransientQuery(planned.query_id, query, printer, checkpoint, batch_function.release, self.spark)
 
     def _started(self, result: DataFrame, name: str, batch_function: Callable, checkpoint: str) -> StreamingQuery:
         writer = (

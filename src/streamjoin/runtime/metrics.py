@@ -26,7 +26,7 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         offset = source.get("endOffset")
         offset = json.loads(offset) if isinstance(offset, str) else offset or {}
         metrics["null_value"] += sum((offset.get("nullValues") or {}).values())
-    observed = saved_drops(checkpoint)
+    observed = saved_drops(spark, checkpoint)
     for name, count in observed["counts"].items():
         metrics[name] = metrics.get(name, 0) + count
     if "lookup_round_trips" in observed["counts"]:  # also per micro-batch: the last one's

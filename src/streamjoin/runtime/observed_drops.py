@@ -4,21 +4,24 @@ counts of stateless steps: a lookup join's database round trips).
 A stateful operator keeps its drop counts in its state (``runtime.metrics``); a stateless step has no
 state. It observes its drops per micro-batch instead, as a Spark observed metric on the rows it filters
 (``observe``). The query's sink function (``runtime.batch_sink``) adds the batch's counts to
-``<checkpoint>/dropped.json`` after it wrote the batch and before Spark commits it. The file names the
-last batch it counted, so a batch run again after a crash is not counted twice; it is replaced whole
-(written aside, then renamed).
+``<checkpoint>/dropped/<batch>.json`` after it wrote the batch and before Spark commits it. The file names the
+last batch it counted, so a batch run again after a crash is not counted twice; each batch's counts are a new
+file, written through Hadoop's FileSystem as Spark writes its own logs (``runtime.storage.Versions``: any
+checkpoint URI works). Checkpoints written before kept one ``dropped.json``: it is read when there is nothing
+newer.
 """
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-FILE = "dropped.json"
+from .storage import Versions, read_json
+
+FOLDER = "dropped"
+OLD_FILE = "dropped.json"
 
 
 @dataclass
@@ -37,11 +40,11 @@ class ObservedDrops:
         self.metrics.append((name, reason))
         return rows.observe(name, F.coalesce(F.sum(value), F.lit(0)).cast("long").alias("dropped"))
 
-    def record(self, observed, batch_id: int) -> None:
+    def record(self, spark: SparkSession, observed, batch_id: int) -> None:
         """Add batch ``batch_id``'s observed counts (a Scala map from the batch's execution) to the file."""
         if not self.metrics:
             return
-        saved = saved_drops(self.checkpoint)
+        saved = saved_drops(spark, self.checkpoint)
         if batch_id <= saved["batch"]:
             return  # counted before a crash
         counts, last = saved["counts"], {}
@@ -50,16 +53,10 @@ class ObservedDrops:
             if row.isDefined():
                 last[reason] = last.get(reason, 0) + row.get().getLong(0)
                 counts[reason] = counts.get(reason, 0) + row.get().getLong(0)
-        path = os.path.join(self.checkpoint, FILE)
-        with open(path + ".tmp", "w") as out:
-            json.dump({"batch": batch_id, "counts": counts, "last": last}, out)
-        os.replace(path + ".tmp", path)
+        Versions(spark, self.checkpoint, FOLDER).write(batch_id, {"batch": batch_id, "counts": counts, "last": last})
 
 
-def saved_drops(checkpoint: str) -> dict:
+def saved_drops(spark: SparkSession, checkpoint: str) -> dict:
     """The counts so far, the last batch counted (-1 before the first) and that batch's own counts."""
-    try:
-        with open(os.path.join(checkpoint, FILE)) as saved:
-            return {"last": {}, **json.load(saved)}
-    except FileNotFoundError:
-        return {"batch": -1, "counts": {}, "last": {}}
+    saved = Versions(spark, checkpoint, FOLDER).latest() or read_json(spark, checkpoint, OLD_FILE)
+    return {"batch": -1, "counts": {}, "last": {}} if saved is None else {"last": {}, **saved}

@@ -17,13 +17,13 @@ import base64
 import datetime
 import json
 import os
-import shutil
 import sys
 import threading
 from dataclasses import dataclass, field
 from typing import IO, Callable, Optional
 
 from ..operators.state import hashable
+from . import storage
 from ..plan.nodes import SEQ, SUB, TOMBSTONE, Sink
 
 WIDTH = 12  # the least width of a printed column
@@ -117,6 +117,7 @@ class TransientQuery:
     printer: RowPrinter
     checkpoint: str
     release: Callable[[], None] = lambda: None
+    spark: object = None  # the session, which deletes the checkpoint (any URI) at stop
 
     def wait(self, once: bool = False) -> str:
         """Until LIMIT is reached, or (``once``) the input there is now has been read, or Ctrl-C; then stop (also
@@ -140,9 +141,11 @@ class TransientQuery:
     def stop(self) -> None:
         self.spark_query.stop()
         self.release()
-        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        storage.delete(self.spark, self.checkpoint)
+        parent = storage.local_path(os.path.dirname(self.checkpoint))
         try:
-            os.rmdir(os.path.dirname(self.checkpoint))  # <home>/transient, when no other transient query runs
+            if parent is not None:
+                os.rmdir(parent)  # <home>/transient, when no other transient query runs
         except OSError:
             pass
 
