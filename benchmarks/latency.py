@@ -234,16 +234,17 @@ def _start(spark, name: str, work: str, source: str):
         query = _baseline(spark, name, work, source)
         return [query], ["out"], query.stop
     from streamjoin.runtime.engine import Engine
-    from streamjoin.runtime.progress import progress_lines
+    from streamjoin.runtime.progress import Status, status_lines
 
     engine = Engine(spark, home=work, bootstrap_servers=source if KAFKA else None)
     script = _together() if name == "together" else VARIANTS[name][0]
     running = engine.execute(script.replace("{path}", os.path.join(work, "users.json")))
     stopping = threading.Event()
 
-    def progress():  # what `streamjoin run` does while it runs
+    def progress():  # what `streamjoin run` does while it runs (without a terminal: lines every 5 s)
+        status = Status(engine)
         while not stopping.wait(5):
-            progress_lines(engine)
+            status_lines(status.queries())
 
     thread = threading.Thread(target=progress, daemon=True)
     thread.start()

@@ -37,9 +37,10 @@ def test_a_redraw_moves_back_over_the_last_drawing_and_clears_it():
     assert out.getvalue() == "a\nb\nc\n" + "\x1b[3F\x1b[J" + "d\ne\n" + "\x1b[2F\x1b[J" + "f\n"
 
 
-def test_counters_are_read_again_only_after_a_new_micro_batch():
+def test_counters_are_read_again_only_after_a_new_micro_batch_and_not_more_often_than_asked():
     reads = []
     progress = {"batchId": 0, "sources": []}
+    now = [0.0]
 
     def metrics():
         reads.append(progress["batchId"])
@@ -47,8 +48,8 @@ def test_counters_are_read_again_only_after_a_new_micro_batch():
 
     query = SimpleNamespace(query_id="Q", topic="T", metrics=metrics, rows_written=lambda: 0,
                             spark_query=SimpleNamespace(isActive=True, lastProgress=progress))
-    status = Status(SimpleNamespace(queries=[query], store=object()))
-    for batch in (0, 0, 1, 1, 1, 2):
-        progress["batchId"] = batch
+    status = Status(SimpleNamespace(queries=[query], store=object()), counters_every_s=10, clock=lambda: now[0])
+    for at, batch in ((0, 0), (11, 0), (12, 1), (15, 2), (21, 2), (23, 3), (40, 3)):
+        now[0], progress["batchId"] = at, batch
         status.queries()
-    assert reads == [0, 1, 2]
+    assert reads == [0, 1, 3]  # batch 2 ran within 10 s of the read of batch 1, and 3 was read once

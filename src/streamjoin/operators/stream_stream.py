@@ -47,20 +47,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan
+from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan, join_grace
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, null_unless, payload, tag_side, tick_only_clock, tick_rows,
 )
 from .state import run_segmented
-
-DEFAULT_GRACE_MS = 24 * 3600 * 1000
-
-
-def default_grace(before_ms: int) -> int:
-    """The grace of a window without GRACE PERIOD: what keeps its retention at 24 h (Kafka Streams'
-    ``JoinWindows.of``, which ksqlDB uses then)."""
-    return max(DEFAULT_GRACE_MS - 2 * before_ms, 0)
 
 ORD = "__ord"  # arrival order in a bucket
 LEFT_CLOCK, RIGHT_CLOCK = "__left_clock", "__right_clock"  # each side's own clock on every row (_side_clocks)
@@ -104,7 +96,7 @@ class StreamStreamJoin:
         within = join.within
         window = Window(
             before=within.before_ms, after=within.after_ms,
-            grace=default_grace(within.before_ms) if within.grace_ms is None else within.grace_ms,
+            grace=join_grace(within),
             eager=within.grace_ms is None,
             outer_left=join.join_type in ("LEFT", "FULL"), outer_right=join.join_type in ("RIGHT", "FULL"),
         )

@@ -10,12 +10,10 @@ from typing import Callable, Optional
 from .catalog import SourceInfo
 from .inference import is_inferred
 from .nodes import (Aggregate, Filter, Join, Lateral, PlanNode, Project, Repartition, Scan, Sink, WindowTable, expr_text,
-                    walk)
+                    join_grace, walk)
 from .pushdown import database_read
-from .settings import INGESTION_ORDER, STATE_TTL, setting_notes
+from .settings import BOOTSTRAP, INGESTION_ORDER, STATE_TTL, setting_notes
 
-KAFKA = "bootstrap.servers"  # the setting naming a script's broker (``connectors.kafka_client``)
-DAY_MS = 24 * 3600 * 1000
 
 
 @dataclass
@@ -86,10 +84,10 @@ def query_graph(plan: PlanNode, state_of: Optional[Callable] = None, settings: O
     graph = QueryGraph(name)
     topics = sorted({n.source.topic for n in walk(plan) if isinstance(n, Scan) and not n.source.bounded})
     if topics:
-        if settings.get(KAFKA):
+        if settings.get(BOOTSTRAP):
             order = ("in the order they were produced" if settings.get(INGESTION_ORDER) == "produced"
                      else "by record timestamp")
-            where = f"Kafka at {settings[KAFKA]}, partitions merged {order}"
+            where = f"Kafka at {settings[BOOTSTRAP]}, partitions merged {order}"
         else:
             where = "the embedded topics, in ingestion order"
         graph.notes.append(f"Input: one Spark source reads {', '.join(topics)} from {where}")
@@ -196,11 +194,11 @@ class _Builder:
         text = f"window: {_duration(within.before_ms)} before, {_duration(within.after_ms)} after"
         if join.operator == "interval":
             return text + "; a record is kept until the watermark passes its close"
+        grace = join_grace(within)
+        retention = f"retention {_duration(within.before_ms + within.after_ms + grace)}"
         if within.grace_ms is None:
-            from_default = max(DAY_MS - 2 * within.before_ms, 0)  # Kafka Streams' JoinWindows.of: 24 h retention
-            return text + f"; no GRACE PERIOD: grace {_duration(from_default)} (retention 24 h)"
-        retention = within.before_ms + within.after_ms + within.grace_ms
-        return text + f"; grace {_duration(within.grace_ms)} (retention {_duration(retention)})"
+            return text + f"; no GRACE PERIOD: grace {_duration(grace)} ({retention})"
+        return text + f"; grace {_duration(grace)} ({retention})"
 
     def _shuffle(self, node: PlanNode, key: str, lines: list[str], *inputs: tuple[int, str]) -> int:
         """The shuffle into ``node``'s operator: by ``key``, or by each of its stages' keys before the stage."""

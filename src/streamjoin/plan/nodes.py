@@ -198,6 +198,17 @@ class Join(PlanNode):
         return " ".join(parts)
 
 
+DEFAULT_RETENTION_MS = 24 * 3600 * 1000  # a ksqlDB join window's without GRACE PERIOD
+
+
+def join_grace(within: ast.Within) -> int:
+    """A ksqlDB join window's grace: as given, or without GRACE PERIOD what keeps its retention (before + after
+    + grace) at 24 h, as Kafka Streams' ``JoinWindows.of``, which ksqlDB uses then."""
+    if within.grace_ms is not None:
+        return within.grace_ms
+    return max(DEFAULT_RETENTION_MS - 2 * within.before_ms, 0)
+
+
 @dataclass(frozen=True)
 class Project(PlanNode):
     input: PlanNode = None  # type: ignore[assignment]

@@ -19,6 +19,7 @@ STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an id
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
 RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
 RESULT_MODES = ("tableau", "changelog", "table")
+BOOTSTRAP = "bootstrap.servers"  # the Kafka broker a script's topics are on (``connectors.kafka_client``)
 SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
 
 READ = {  # what each setting streamjoin reads does here
@@ -33,7 +34,7 @@ READ = {  # what each setting streamjoin reads does here
     DEFAULT_KEY_FORMAT: "the key format of a result with key columns whose source's key format is NONE",
     RESULT_MODE: "how a bare SELECT shows its rows: tableau, changelog or table",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
-    "bootstrap.servers": "the Kafka broker the script's topics are on",
+    BOOTSTRAP: "the Kafka broker the script's topics are on",
     **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},
 }
 

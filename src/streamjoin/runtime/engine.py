@@ -62,6 +62,7 @@ class RunningQuery:
     value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
     key_writer: str | None = None  # an AVRO-keyed sink's key schema: lower.sink.key_writer
     release: Callable[[], None] | None = None  # lets go of the Spark query (``runtime.batch_sink.sink_function``)
+    spark: SparkSession | None = None  # the session it runs on (read from any thread: the status view's)
 
     def rows_written(self) -> int:
         return getattr(self.writer, "rows_written", 0)
@@ -73,7 +74,7 @@ class RunningQuery:
         """Dropped-record counts and state size, read from the checkpoint (see ``runtime.metrics``)."""
         from .metrics import query_metrics
 
-        metrics = query_metrics(SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
+        metrics = query_metrics(self.spark or SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
         metrics["dead_letters"] = count_dead_letters(self.store, self.dead_letter_topic, self.query_id)
         return metrics
 
@@ -280,7 +281,7 @@ class Engine:
         query = self._started(result, name, batch_function, checkpoint)
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             self.store, self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC), write,
-                            value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release)
+                            value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release, self.spark)
 
     def _start_transient(self, planned: PlannedQuery) -> TransientQuery:
         """Start a bare SELECT: its rows go to a ``RowPrinter`` (standard output), its checkpoint is a directory

@@ -2,13 +2,16 @@
 and on Kafka how far behind the broker it is) and the counters the query keeps in its checkpoint
 (``runtime.metrics``: the operators' counters, never their stored rows) and its dead letters.
 
-``Status`` reads those counters again only after a query has run a new micro-batch: between batches nothing
-changes them. ``streamjoin run`` on a terminal redraws ``status_table`` in place; elsewhere it prints
-``status_lines``.
+``Status`` reads those counters again only after a query has run a new micro-batch (between batches nothing
+changes them), and at most every ``COUNTERS_EVERY_S``: a read is a small Spark job over the operators' state
+store (their counters only), and a busy query should not share its cores with one every refresh. Rates,
+batch, clock and lag are fresh at every refresh. ``streamjoin run`` on a terminal redraws ``status_table`` in
+place; elsewhere it prints ``status_lines``.
 """
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional, TextIO
@@ -16,6 +19,7 @@ from typing import Optional, TextIO
 from ..connectors.kafka_source import tp_of
 
 IDLE = "-"
+COUNTERS_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,15 +71,15 @@ def kafka_lag(progress: dict, end_offsets) -> Optional[int]:
 class Status:
     """The status of an engine's queries, reading each query's counters once per micro-batch it runs."""
 
-    def __init__(self, engine):
-        self.engine = engine
-        self._counted: dict[str, tuple] = {}  # query id -> (batch id, metrics)
+    def __init__(self, engine, counters_every_s: float = COUNTERS_EVERY_S, clock=time.monotonic):
+        self.engine, self.counters_every_s, self.clock = engine, counters_every_s, clock
+        self._counted: dict[str, tuple] = {}  # query id -> (batch id, read at, metrics)
 
     def _metrics(self, query, batch) -> dict:
-        seen = self._counted.get(query.query_id)
-        if seen is None or seen[0] != batch:
-            seen = self._counted[query.query_id] = (batch, query.metrics())
-        return seen[1]
+        seen, now = self._counted.get(query.query_id), self.clock()
+        if seen is None or (seen[0] != batch and now - seen[1] >= self.counters_every_s):
+            seen = self._counted[query.query_id] = (batch, now, query.metrics())
+        return seen[2]
 
     def queries(self) -> list[QueryStatus]:
         out = []
