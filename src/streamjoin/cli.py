@@ -220,7 +220,7 @@ def _explain(args) -> int:
         if planned.query:
             query = planned.query
             texts.append(f"-- {query.query_id}\n" + explain_text(query.plan, operator_table.declared_state,
-                                                                  catalog.properties, query.query_id))
+                                                                  catalog.properties))
             graphs.append(query_graph(query.plan, operator_table.declared_state, catalog.properties, query.query_id))
     document = "\n".join(texts) + "\n" if args.format == "text" else draw(graphs, args.format)
     if args.output:

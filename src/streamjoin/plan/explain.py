@@ -46,14 +46,13 @@ class QueryGraph:
         return [a for a, b, _ in self.edges if b == number]
 
 
-def explain_text(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None,
-                 name: str = "") -> str:
+def explain_text(plan: PlanNode, state_of: Optional[Callable] = None, settings: Optional[dict] = None) -> str:
     """The plan as text; ``state_of(node)`` (``lower.operator_table.declared_state``), when given, says what
     each stateful operator keeps; ``settings``, the script's SETs, what each does here."""
     lines = ["Logical plan:"]
     _tree(plan, 1, lines)
     lines.append("What runs in Spark (in the order records flow):")
-    lines.extend("  " + line for line in graph_text(query_graph(plan, state_of, settings, name)))
+    lines.extend("  " + line for line in graph_text(query_graph(plan, state_of, settings)))
     if settings:
         lines.append("Settings:")
         lines.extend("  " + line for line in setting_notes(settings))
