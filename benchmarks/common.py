@@ -52,7 +52,7 @@ def _observed(progress: list) -> dict:
     found: dict = {}
     for p in progress:
         for name, row in (p.get("observedMetrics") or {}).items():
-            what = name.split(":")[1] if name.startswith("dropped:") else name
+            what = name.split(":")[1] if name.startswith("counted:") else name
             found.setdefault(what, []).append(sum(v for v in row if isinstance(v, (int, float))))
     return found
 
@@ -166,7 +166,7 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
                                                                   root=root, bootstrap=bootstrap),
-                          observe_drops=ObservedDrops("").observe, observe_total=ObservedDrops("").observe_total,
+                          observe_drops=ObservedDrops("").observe, observe_counts=ObservedDrops("").observe_counts,
                           side_topics=tuple(side_topics(planned.plan)), plan=planned.plan)
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))

@@ -13,7 +13,8 @@ those metrics, before Spark commits the batch. A batch can run again (after a cr
 idempotent: the dead letters of one source partition are written in offset order by the writer
 ``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
 skipped (the embedded store's writer batches; on a broker, the writer reads back its last dead letter).
-The failures of one batch are held in the driver's memory while they are written.
+The failures of one batch are held in the driver's memory while they are written; their number is added to
+the query's counts (``runtime.observed_drops``).
 """
 from __future__ import annotations
 
@@ -37,18 +38,19 @@ class DeadLetters:
     bootstrap: Optional[str] = None  # or a broker
     metric: str = field(default_factory=lambda: f"dead_letters:{uuid.uuid4().hex}")  # the scan's observed metric
 
-    def write_observed(self, observed) -> None:
+    def write_observed(self, observed) -> int:
         """Write the failed records its scan observed in a batch (``observed``: the Scala map of the batch's
-        execution; each failure the JSON of a record and its error) as dead letters."""
+        execution; each failure the JSON of a record and its error) as dead letters; how many there were."""
         row = observed.get(self.metric)
         if not row.isDefined():
-            return
+            return 0
         # by index: iterating a py4j list ends in a Java exception that PySpark inspects in several more
         # round trips (~50 ms a batch)
         items = row.get().getList(0)
         failures = [items.get(i) for i in range(items.size())]
         if failures:
             self._write([_failed_record(text) for text in failures])
+        return len(failures)
 
     def _write(self, rows: list) -> None:
         groups: dict = {}
@@ -108,11 +110,3 @@ def _write_kafka(bootstrap: str, topic: str, writer: str, letters: list) -> None
 
         raise BrokerError(f"dead letters not delivered to {topic}")
 
-
-def count_dead_letters(store, topic: str, query_id: str) -> int:
-    """How many dead letters ``query_id`` wrote (read back from the topic)."""
-    if not store.exists(topic):
-        return 0
-    table = store.read_table(topic)
-    needle = f'"query": {json.dumps(query_id)}'.encode()
-    return sum(1 for v in table.column("value").to_pylist() if v is not None and needle in v)

@@ -32,8 +32,9 @@ class LoweringContext:
     dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
     # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_drops)
     observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
-    # (rows, name, value) -> rows, adding up ``value`` per batch under ``name`` (a stateless step's own counts)
-    observe_total: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
+    # (rows, {name: value}) -> rows, adding up each ``value`` per batch under its ``name`` (a step's own counts;
+    # a stateful operator's counters: ``operators.state.run_segmented``)
+    observe_counts: Optional[Callable[[DataFrame, dict], DataFrame]] = None
     # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
     side_topics: tuple = ()
     plan: Optional[PlanNode] = None  # the whole query being lowered (what a database read needs: ``plan.pushdown``)

@@ -77,8 +77,8 @@ class LookupJoin:
             key_schema=pa.schema([(k, to_arrow_type(types[k])) for k in keys]),
         )
         joined = stream.mapInArrow(plan.run, schema)
-        if ctx.observe_total is not None:
-            joined = ctx.observe_total(joined, "lookup_round_trips", F.col(TRIPS))
+        if ctx.observe_counts is not None:
+            joined = ctx.observe_counts(joined, {"lookup_round_trips": F.col(TRIPS)})
         joined = joined.where(F.col(TRIPS).isNull()).drop(TRIPS)
         schema = StructType([f for f in schema.fields if f.name != TRIPS])
         if condition is None:

@@ -15,7 +15,9 @@ to the operator packed into Arrow blobs (``packed_by``), not row by row. A Pytho
 read or wrote (``_StoredSegments``), so a bucket that comes back to the same worker reads nothing.
 
 The meta value holds the bucket's counters (``rows``: rows held, and ``dropped``: reason -> records
-dropped), which is all ``runtime.metrics`` reads. ``transformWithStateInPandas`` is used rather than
+dropped). What a batch changes in them leaves the operator as Spark observed metrics (``run_segmented``'s
+``observe``), which the query's sink function adds up in the checkpoint: ``runtime.metrics`` reads that, never
+the state. ``transformWithStateInPandas`` is used rather than
 ``applyInPandasWithState`` because several of them can be chained in one query (a join feeding a join or an
 aggregate).
 """
@@ -43,7 +45,10 @@ SegmentedStep = Callable[[Any, "pd.DataFrame", "Segments"], "tuple[pd.DataFrame,
 Idle = Callable[[Any, "pa.Table"], bool]  # (meta, a bucket's rows) -> whether the step would change nothing
 _STATE_SCHEMA = StructType([StructField("value", BinaryType())])
 _SEGMENT_KEY = StructType([StructField("segment", LongType())])
-META = "state"  # the state variable holding a group's counters (``rows``, ``dropped``), read by runtime.metrics
+META = "state"  # the state variable holding a group's meta value, counters (``rows``, ``dropped``) included
+STATE_ROWS = "state_rows"  # the counter of rows held, as metrics name it
+COUNTED = (STATE_ROWS, "late", "null_key", "no_time", "expired")  # every counter a meta value may hold
+_COUNT = "__count_"  # an output column of a counter row: the change a step made to one counter
 
 
 # ------------------------------------------------------------------ where a Python worker's time goes
@@ -200,11 +205,12 @@ class _SegmentedStateProcessor(StatefulProcessor):
     as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
 
     def __init__(self, step: SegmentedStep, input_columns: list[str], output_schema: StructType,
-                 idle: Optional[Idle] = None):
+                 idle: Optional[Idle] = None, counted: bool = False):
         self.step_bytes = cloudpickle.dumps((step, idle))
         self.step = self.idle = None
         self.input_columns = input_columns
         self.columns = output_schema.fieldNames()
+        self.counted = counted  # the output ends with a ``_COUNT`` column per counter (``run_segmented``)
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -229,6 +235,7 @@ class _SegmentedStateProcessor(StatefulProcessor):
         entry = (self.identity, tuple(key))
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
         in_state = _in_state()
+        before = _counters(meta)
         out, meta = self.step(meta, batch, segments)
         now = _timed("step", now, excluding=_in_state() - in_state)  # segments read or written in the step
         if segments.changed or TOKEN not in meta:
@@ -240,25 +247,70 @@ class _SegmentedStateProcessor(StatefulProcessor):
         now = _timed("state_write", now)
         if len(out):  # an empty frame's columns may have no usable type
             out = out.reindex(columns=self.columns)
+            if self.counted:
+                import pandas as pd
+
+                for name in COUNTED:
+                    out[_COUNT + name] = pd.Series(pd.NA, index=out.index, dtype="Int64")
             _timed("output", now)
             yield out
+        if self.counted:
+            changes = _counters(meta)
+            changes = {name: changes.get(name, 0) - before.get(name, 0) for name in COUNTED}
+            if any(changes.values()):
+                yield _counter_row(self.columns, changes)
         _write_phases()
 
     def close(self) -> None:
         pass
 
 
+def _counters(meta) -> dict:
+    """A meta value's counters, by ``COUNTED`` name."""
+    if meta is None:
+        return {}
+    unknown = set(meta.get("dropped", {})) - set(COUNTED)
+    if unknown:
+        raise ValueError(f"counters {sorted(unknown)} are not among operators.state.COUNTED")
+    return {STATE_ROWS: meta.get("rows", 0), **meta.get("dropped", {})}
+
+
+def _counter_row(columns: list[str], changes: dict) -> "pd.DataFrame":
+    """One output row holding only the changes of the counters (every other column null)."""
+    import pandas as pd
+
+    row = pd.DataFrame({c: pd.Series([None], dtype=object) for c in columns if not c.startswith(_COUNT)})
+    for name, change in changes.items():
+        row[_COUNT + name] = pd.Series([int(change)], dtype="Int64")
+    return row[columns]
+
+
 def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType,
-                  idle: Optional[Idle] = None) -> "DataFrame":
+                  idle: Optional[Idle] = None, observe: Optional[Callable] = None) -> "DataFrame":
     """Apply ``step(meta, rows, segments) -> (output, meta)`` per state bucket (the column ``bucket``):
     ``meta`` is the bucket's small pickled value (None at first), ``segments`` its segment map
     (``Segments``). Rows arrive packed (``packed_by``). ``idle(meta, rows)``, given the rows as an Arrow
     table, says whether the step would return no output and ``meta`` unchanged (typically: the batch brings
     the bucket only a tick and nothing is due); the step is then not called at all. Most buckets of a
     time-driven operator are in that case in most micro-batches of a lightly loaded query, and a step costs
-    milliseconds of pandas even on one row."""
-    processor = _SegmentedStateProcessor(step, df.columns, output_schema, idle)
-    return packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, output_schema, "append", "None")
+    milliseconds of pandas even on one row.
+
+    ``observe(rows, {name: column})`` (``LoweringContext.observe_counts``), when given, adds up columns per batch
+    as Spark observed metrics: what each step changed in its meta value's counters then leaves the operator on
+    one extra output row per bucket (``_COUNT`` columns, everything else null), is observed and filtered out
+    here. The query's sink function adds the batch's changes to the checkpoint (``runtime.observed_drops``), so
+    the counts are read without reading the state."""
+    from pyspark.sql import functions as F
+
+    schema = output_schema
+    if observe is not None:
+        schema = StructType(output_schema.fields + [StructField(_COUNT + name, LongType()) for name in COUNTED])
+    processor = _SegmentedStateProcessor(step, df.columns, schema, idle, counted=observe is not None)
+    out = packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, schema, "append", "None")
+    if observe is None:
+        return out
+    out = observe(out, {name: F.col(_COUNT + name) for name in COUNTED})
+    return out.where(F.col(_COUNT + STATE_ROWS).isNull()).drop(*(_COUNT + name for name in COUNTED))
 
 
 # ------------------------------------------------------------------ rows packed into Arrow blobs per bucket

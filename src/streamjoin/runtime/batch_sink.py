@@ -50,9 +50,8 @@ def sink_function(write: Callable, letters: list[DeadLetters], drops: ObservedDr
         if not letters and not drops.metrics:
             return
         observed = run.observed()
-        for dead_letters in letters:
-            dead_letters.write_observed(observed)
-        drops.record(run.spark, observed, batch_id)
+        written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
+        drops.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
 
     write_batch.release = run.release
     return write_batch

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from ..connectors.database import database_writer
 from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
 from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
-from ..connectors.dead_letters import DeadLetters, count_dead_letters
+from ..connectors.dead_letters import DeadLetters
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
 from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
@@ -56,8 +56,6 @@ class RunningQuery:
     spark_query: StreamingQuery
     planned: PlannedQuery
     checkpoint: str
-    store: object = None  # where its topics live (TopicStore or KafkaTopics)
-    dead_letter_topic: str = DEAD_LETTER_TOPIC
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
     value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
     key_writer: str | None = None  # an AVRO-keyed sink's key schema: lower.sink.key_writer
@@ -74,9 +72,7 @@ class RunningQuery:
         """Dropped-record counts and state size, read from the checkpoint (see ``runtime.metrics``)."""
         from .metrics import query_metrics
 
-        metrics = query_metrics(self.spark or SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
-        metrics["dead_letters"] = count_dead_letters(self.store, self.dead_letter_topic, self.query_id)
-        return metrics
+        return query_metrics(self.spark or SparkSession.getActiveSession(), self.checkpoint, self.spark_query.lastProgress)
 
     def stop(self) -> None:
         self.spark_query.stop()
@@ -280,8 +276,7 @@ class Engine:
         batch_function = sink_function(write, letters, drops, run)
         query = self._started(result, name, batch_function, checkpoint)
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
-                            self.store, self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC), write,
-                            value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release, self.spark)
+                            write, value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release, self.spark)
 
     def _start_transient(self, planned: PlannedQuery) -> TransientQuery:
         """Start a bare SELECT: its rows go to a ``RowPrinter`` (standard output), its checkpoint is a directory
@@ -332,7 +327,7 @@ class Engine:
         drops = ObservedDrops(checkpoint)
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
-                              observe_total=drops.observe_total,
+                              observe_counts=drops.observe_counts,
                               side_topics=tuple(side_topics(sink)), plan=sink)
         records = read_inputs(self.spark, sink, options)
         return lower(sink.input, records, ctx), letters, drops

@@ -1,62 +1,108 @@
-"""Records a stateless step drops, counted exactly: the static stream-table join's null join keys (and other
-counts of stateless steps: a lookup join's database round trips).
+"""A query's counters, counted exactly per micro-batch and kept in its checkpoint: what every step dropped (a
+join's null join keys and late records, an aggregate's null groups, a static join's null keys ...), the rows
+its operators hold, other counts of its steps (a lookup join's database round trips), and the dead letters its
+scans wrote.
 
-A stateful operator keeps its drop counts in its state (``runtime.metrics``); a stateless step has no
-state. It observes its drops per micro-batch instead, as a Spark observed metric on the rows it filters
-(``observe``). The query's sink function (``runtime.batch_sink``) adds the batch's counts to
-``<checkpoint>/dropped/<batch>.json`` after it wrote the batch and before Spark commits it. The file names the
-last batch it counted, so a batch run again after a crash is not counted twice; each batch's counts are a new
-file, written through Hadoop's FileSystem as Spark writes its own logs (``runtime.storage.Versions``: any
-checkpoint URI works). Checkpoints written before kept one ``dropped.json``: it is read when there is nothing
-newer.
+Every step observes its counts per micro-batch as a Spark observed metric on the rows it handles (``observe``,
+``observe_counts``): a stateless step on the rows it filters, a stateful operator on the changes its steps
+made to the counters in their state (``operators.state.run_segmented``). The query's sink function
+(``runtime.batch_sink``) adds the batch's counts to ``<checkpoint>/dropped/<batch>.json`` after it wrote the
+batch and before Spark commits it. The file names the last batch it counted, so a batch run again after a crash
+is not counted twice; each batch's counts are a new file, written through Hadoop's FileSystem as Spark writes
+its own logs (``runtime.storage.Versions``: any checkpoint URI works); a batch that changed no count writes
+none. ``runtime.metrics`` reads the newest file: a query's counts are read without reading its state.
+
+Checkpoints written before the operators' counters were observed keep them only in the operators' state: the
+first batch such a query runs again reads them there once (``state_counters``) and carries on from them.
+Older checkpoints kept one ``dropped.json``: it is read when there is nothing newer.
 """
 from __future__ import annotations
 
+import pickle
 import uuid
 from dataclasses import dataclass, field
+from typing import Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..operators.state import META, STATE_ROWS
 from .storage import Versions, read_json
 
 FOLDER = "dropped"
 OLD_FILE = "dropped.json"
+STATE_COUNTED = "state_counted"  # in a saved file: the operators' counters are in its counts
 
 
 @dataclass
 class ObservedDrops:
     checkpoint: str
-    metrics: list = field(default_factory=list)  # (observed metric name, reason), one per observing step
+    metrics: list = field(default_factory=list)  # (observed metric name, the names it counts), one per observing step
+    stateful: bool = False  # an operator's counters are among the metrics
+    _saved: Optional[dict] = None  # what the checkpoint holds, once read
 
     def observe(self, rows: DataFrame, reason: str, dropped: Column) -> DataFrame:
         """``rows``, with the number of them a later filter drops (``dropped`` is true) observed per batch."""
-        return self.observe_total(rows, reason, F.when(dropped, 1))
+        return self.observe_counts(rows, {reason: F.when(dropped, 1)})
 
-    def observe_total(self, rows: DataFrame, reason: str, value: Column) -> DataFrame:
-        """``rows``, with the sum of ``value`` over them observed per batch (a stateless step's own count, such
-        as a lookup join's database round trips), counted under ``reason``."""
-        name = f"dropped:{reason}:{uuid.uuid4().hex}"
-        self.metrics.append((name, reason))
-        return rows.observe(name, F.coalesce(F.sum(value), F.lit(0)).cast("long").alias("dropped"))
+    def observe_counts(self, rows: DataFrame, values: dict) -> DataFrame:
+        """``rows``, with the sum of each of ``values`` (name -> column) over them observed per batch and counted
+        under its name."""
+        name = f"counted:{','.join(values)}:{uuid.uuid4().hex}"
+        self.metrics.append((name, tuple(values)))
+        self.stateful = self.stateful or STATE_ROWS in values
+        sums = [F.coalesce(F.sum(value), F.lit(0)).cast("long").alias(f"c{i}") for i, value in enumerate(values.values())]
+        return rows.observe(name, *sums)
 
-    def record(self, spark: SparkSession, observed, batch_id: int) -> None:
-        """Add batch ``batch_id``'s observed counts (a Scala map from the batch's execution) to the file."""
-        if not self.metrics:
+    def record(self, spark: SparkSession, observed, batch_id: int, counted: Optional[dict] = None) -> None:
+        """Add batch ``batch_id``'s observed counts (a Scala map from the batch's execution), and what the sink
+        function itself ``counted`` in the batch (the dead letters it wrote), to the file."""
+        if not self.metrics and not counted:
             return
-        saved = saved_drops(spark, self.checkpoint)
+        saved = self._saved = self._saved or saved_drops(spark, self.checkpoint)
         if batch_id <= saved["batch"]:
             return  # counted before a crash
-        counts, last = saved["counts"], {}
-        for name, reason in self.metrics:
+        counts, last = dict(saved["counts"]), dict(counted or {})
+        for name, counted in self.metrics:
             row = observed.get(name)
             if row.isDefined():
-                last[reason] = last.get(reason, 0) + row.get().getLong(0)
-                counts[reason] = counts.get(reason, 0) + row.get().getLong(0)
-        Versions(spark, self.checkpoint, FOLDER).write(batch_id, {"batch": batch_id, "counts": counts, "last": last})
+                for i, reason in enumerate(counted):
+                    last[reason] = last.get(reason, 0) + row.get().getLong(i)
+        fresh = self.stateful and not saved.get(STATE_COUNTED)
+        if fresh and batch_id > 0:  # a checkpoint whose operators counted in their state only
+            for reason, count in state_counters(spark, self.checkpoint).items():
+                counts[reason] = counts.get(reason, 0) + count
+        if not fresh and not any(last.values()) and not any(saved["last"].values()):
+            return  # nothing changed, and the last batch's own counts are zeros already
+        for reason, count in last.items():
+            counts[reason] = counts.get(reason, 0) + count
+        value = {"batch": batch_id, "counts": counts, "last": last, **({STATE_COUNTED: True} if self.stateful else {})}
+        Versions(spark, self.checkpoint, FOLDER).write(batch_id, value)
+        self._saved = value
 
 
 def saved_drops(spark: SparkSession, checkpoint: str) -> dict:
     """The counts so far, the last batch counted (-1 before the first) and that batch's own counts."""
     saved = Versions(spark, checkpoint, FOLDER).latest() or read_json(spark, checkpoint, OLD_FILE)
     return {"batch": -1, "counts": {}, "last": {}} if saved is None else {"last": {}, **saved}
+
+
+def state_counters(spark: SparkSession, checkpoint: str) -> dict:
+    """The counters the operators of the checkpoint's last committed batch keep in their state, read from it (a
+    Spark job per stateful operator, over its whole state)."""
+    try:
+        rows = spark.read.format("state-metadata").load(checkpoint).select("operatorId").distinct().collect()
+    except Exception:  # noqa: BLE001 - no stateful operator, or no batch committed yet
+        return {}
+    counts: dict = {}
+    for (operator_id,) in rows:
+        try:
+            values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", META)
+                      .load(checkpoint).select("value.value").collect())
+        except Exception:  # noqa: BLE001 - an operator without state yet
+            continue
+        for (blob,) in values:
+            meta = pickle.loads(blob) if blob is not None else {}
+            for name, count in {STATE_ROWS: meta.get("rows", 0), **meta.get("dropped", {})}.items():
+                counts[name] = counts.get(name, 0) + count
+    return counts

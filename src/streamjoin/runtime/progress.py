@@ -1,11 +1,10 @@
 """Live status of running queries: per query, from Spark's last progress report, the source's offset (its clock,
 and on Kafka how far behind the broker it is) and the counters the query keeps in its checkpoint
-(``runtime.metrics``: the operators' counters, never their stored rows) and its dead letters.
+(``runtime.metrics``: its drops, dead letters and state rows, counted per batch; never a read of the state).
 
 ``Status`` reads those counters again only after a query has run a new micro-batch (between batches nothing
-changes them), and at most every ``COUNTERS_EVERY_S``: a read is a small Spark job over the operators' state
-store (their counters only), and a busy query should not share its cores with one every refresh. Rates,
-batch, clock and lag are fresh at every refresh. ``streamjoin run`` on a terminal redraws ``status_table`` in
+changes them), and at most every ``COUNTERS_EVERY_S`` (a read is a listing and a small file read in the
+checkpoint, which may be on an object store). Rates, batch, clock and lag are fresh at every refresh. ``streamjoin run`` on a terminal redraws ``status_table`` in
 place; elsewhere it prints ``status_lines``.
 """
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Optional, TextIO
 from ..connectors.kafka_source import tp_of
 
 IDLE = "-"
-COUNTERS_EVERY_S = 10.0
+COUNTERS_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
