@@ -80,3 +80,6 @@ def test_the_static_join_keeps_no_streaming_state_reads_no_clock_and_counts_what
     metrics = queries[0].metrics()
     engine.stop()
     assert metrics["null_key"] == 2
+    # the table as loaded at the last start, in Spark's reliable checkpoint beside the query's (the first start's gone)
+    (loaded,) = (tmp_path / "home" / "checkpoints").glob("*/loaded-tables/*")
+    assert list(loaded.glob("rdd-*/part-*"))

@@ -38,6 +38,8 @@ class LoweringContext:
     # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
     side_topics: tuple = ()
     plan: Optional[PlanNode] = None  # the whole query being lowered (what a database read needs: ``plan.pushdown``)
+    # where a static join's table is checkpointed at query start (emptied by the engine first); none: in memory
+    loaded_tables: Optional[str] = None
 
 @dataclass(frozen=True)
 class DeclaredState:

@@ -200,8 +200,7 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
         latest = table.withColumn("__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())))
         live = latest.where((F.col("__rank") == 1) & F.col(OK) & ~F.col(DELETE))
     table_cols = payload(table)
-    # loaded once, now: a checkpointed batch result (a streaming plan may not hold row ids or row windows)
-    renamed = live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys]).localCheckpoint(eager=True)
+    renamed = _loaded(live.select(*table_cols, *[F.col(k).alias(f"__t{k}") for k in keys]), ctx)
     condition = F.col(OK)
     for k in keys:
         condition = condition & (F.col(k) == F.col(f"__t{k}"))
@@ -210,6 +209,17 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
     meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
     return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)
+
+
+def _loaded(table: DataFrame, ctx: LoweringContext) -> DataFrame:
+    """``table`` loaded once, now, as a checkpointed batch result (a streaming plan may not hold row ids or row
+    windows): in Spark's reliable checkpoint in ``ctx.loaded_tables`` (any URI), which every micro-batch's
+    broadcast reads again and which outlives the executor that wrote it. Lowered outside a query (benchmarks), in
+    the executors' memory."""
+    if not ctx.loaded_tables:
+        return table.localCheckpoint(eager=True)
+    table.sparkSession.sparkContext.setCheckpointDir(ctx.loaded_tables)
+    return table.checkpoint(eager=True)
 
 
 def _reads_database(join: Join) -> bool:

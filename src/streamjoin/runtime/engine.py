@@ -40,10 +40,11 @@ from .batch_sink import QueryRun, sink_function
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_drops import ObservedDrops
 from .session import register_sources
-from .storage import embedded_root, home_location, local_path, under
+from .storage import delete, embedded_root, home_location, local_path, under
 from .transient import RowPrinter, TransientQuery, printed_batch
 
 DEFAULT_HOME = ".streamjoin"
+LOADED_TABLES = "loaded-tables"  # in a query's checkpoint: its static join tables, as loaded at its last start
 
 
 @dataclass
@@ -325,10 +326,12 @@ class Engine:
             return letters[-1]
 
         drops = ObservedDrops(checkpoint)
+        loaded_tables = under(checkpoint, LOADED_TABLES)
+        delete(self.spark, loaded_tables)  # an earlier start's
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
                               observe_counts=drops.observe_counts,
-                              side_topics=tuple(side_topics(sink)), plan=sink)
+                              side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables)
         records = read_inputs(self.spark, sink, options)
         return lower(sink.input, records, ctx), letters, drops
 

@@ -59,15 +59,20 @@ def require_java() -> None:
 
 
 def build_session(master: Optional[str] = None, app_name: str = "streamjoin", conf: Optional[dict] = None) -> SparkSession:
-    """A SparkSession with streamjoin's defaults (few shuffle partitions, RocksDB state, UTC)."""
+    """A SparkSession with streamjoin's defaults (few shuffle partitions, RocksDB state, UTC). On one machine
+    (a ``local`` master) Spark binds to the loopback address and its Python workers run this interpreter; on a
+    cluster both are the deployment's to say (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, as for any PySpark job):
+    executors on other hosts must reach the driver, and run a Python of their own."""
     require_java()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = master or os.environ.get("STREAMJOIN_MASTER", "local[2]")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # pandas warns inside PySpark's own worker code when a group's output has an all-null column
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     use_worker_site()
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("STREAMJOIN_MASTER", "local[2]"))
+    builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
