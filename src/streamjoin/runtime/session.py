@@ -62,7 +62,8 @@ def build_session(master: Optional[str] = None, app_name: str = "streamjoin", co
     """A SparkSession with streamjoin's defaults (few shuffle partitions, RocksDB state, UTC). On one machine
     (a ``local`` master) Spark binds to the loopback address and its Python workers run this interpreter; on a
     cluster both are the deployment's to say (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, as for any PySpark job):
-    executors on other hosts must reach the driver, and run a Python of their own."""
+    executors on other hosts must reach the driver, and run a Python of their own, to which streamjoin's code is
+    shipped (``package_zip``)."""
     require_java()
     master = master or os.environ.get("STREAMJOIN_MASTER", "local[2]")
     if master.startswith("local"):
@@ -72,13 +73,43 @@ def build_session(master: Optional[str] = None, app_name: str = "streamjoin", co
     # pandas warns inside PySpark's own worker code when a group's output has an all-null column
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     use_worker_site()
+    shipped = None if master.startswith("local") else package_zip()
+    if shipped is not None:  # the Python processes Spark starts on the driver's host (a source's planner) import it too
+        _on_python_path(shipped)
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if shipped is not None:
+        spark.sparkContext.addPyFile(shipped)
     register_sources(spark)
     return spark
+
+
+def package_zip() -> str:
+    """streamjoin's own code as a zip that Spark ships to every executor and puts on its Python path: a
+    cluster's workers need PySpark and streamjoin's dependencies (pyarrow, pandas, numpy, the Kafka and
+    database clients), not streamjoin itself, so a new version runs without reinstalling the workers. Made once
+    per driver process, from the package this process imported."""
+    global _PACKAGE_ZIP
+    if _PACKAGE_ZIP is None:
+        import tempfile
+        import zipfile
+
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = os.path.join(tempfile.mkdtemp(prefix="streamjoin-ship-"), "streamjoin.zip")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+            for folder, dirs, files in os.walk(package):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                for name in files:
+                    full = os.path.join(folder, name)
+                    out.write(full, os.path.relpath(full, os.path.dirname(package)))
+        _PACKAGE_ZIP = path
+    return _PACKAGE_ZIP
+
+
+_PACKAGE_ZIP: Optional[str] = None
 
 
 WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
@@ -88,9 +119,13 @@ def use_worker_site() -> None:
     """Python processes started by Spark import PySpark's compiled installed files rather than its source
     zip (``worker_site/sitecustomize.py``): a query starts about 0.7 s sooner, and so does each of its
     stateful operators. Spark passes the driver's ``PYTHONPATH`` on to them; set before Spark starts."""
+    _on_python_path(WORKER_SITE)
+
+
+def _on_python_path(path: str) -> None:
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if WORKER_SITE not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join(paths + [WORKER_SITE])
+    if path not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths + [path])
 
 
 def register_sources(spark: SparkSession) -> None:
