@@ -160,13 +160,13 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     planner = StatementPlanner(Catalog(), operators=operator_table)
     planned = [planner.plan(item) for item in parse_script(sql)][-1].query
     from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
-    from streamjoin.runtime.observed_drops import ObservedDrops
+    from streamjoin.runtime.observed_counts import ObservedCounts
 
     options = SourceOptions(root, per_batch, bootstrap=bootstrap)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
                                                                   root=root, bootstrap=bootstrap),
-                          observe_drops=ObservedDrops("").observe, observe_counts=ObservedDrops("").observe_counts,
+                          observe_drops=ObservedCounts("").observe, observe_counts=ObservedCounts("").observe_counts,
                           side_topics=tuple(side_topics(planned.plan)), plan=planned.plan)
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))

@@ -14,7 +14,7 @@ idempotent: the dead letters of one source partition are written in offset order
 ``query|topic|partition``, and a write whose last offset is not past what that writer already wrote is
 skipped (the embedded store's writer batches; on a broker, the writer reads back its last dead letter).
 The failures of one batch are held in the driver's memory while they are written; their number is added to
-the query's counts (``runtime.observed_drops``).
+the query's counts (``runtime.observed_counts``).
 """
 from __future__ import annotations
 

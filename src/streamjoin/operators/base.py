@@ -30,7 +30,7 @@ class LoweringContext:
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
     time_buckets: int = DEFAULT_TIME_BUCKETS
     dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
-    # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_drops)
+    # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_counts)
     observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
     # (rows, {name: value}) -> rows, adding up each ``value`` per batch under its ``name`` (a step's own counts;
     # a stateful operator's counters: ``operators.state.run_segmented``)

@@ -298,7 +298,7 @@ def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_sche
     ``observe(rows, {name: column})`` (``LoweringContext.observe_counts``), when given, adds up columns per batch
     as Spark observed metrics: what each step changed in its meta value's counters then leaves the operator on
     one extra output row per bucket (``_COUNT`` columns, everything else null), is observed and filtered out
-    here. The query's sink function adds the batch's changes to the checkpoint (``runtime.observed_drops``), so
+    here. The query's sink function adds the batch's changes to the checkpoint (``runtime.observed_counts``), so
     the counts are read without reading the state."""
     from pyspark.sql import functions as F
 

@@ -14,7 +14,7 @@ Two lowerings:
   shuffle on the expression's value, so the stream is repartitioned by it.
 - The table is bounded (a file, SQLstream's static table): it is read once at query start and joined with
   Spark's native stream-static hash join; nothing is kept in streaming state. Its null-key drops are
-  counted per batch in the checkpoint (``runtime.observed_drops``).
+  counted per batch in the checkpoint (``runtime.observed_counts``).
 
 Lenses exception (DIALECT §3): in a LEFT join whose table is a Lenses ``SELECT TABLE`` view
 (``Join.rematch_ms``), a padded stream record waits for its table row, and the first live row of its key

@@ -1,5 +1,5 @@
 """A query's ``foreachBatch`` function: write the batch to the sink, then what the batch's execution
-observed beside it — dead letters (``connectors.dead_letters``) and drop counts (``runtime.observed_drops``)
+observed beside it — dead letters (``connectors.dead_letters``) and counts (``runtime.observed_counts``)
 — before Spark commits the batch."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..connectors.dead_letters import DeadLetters
 from ..errors import StreamjoinError
-from .observed_drops import ObservedDrops
+from .observed_counts import ObservedCounts
 
 
 class QueryRun:
@@ -39,7 +39,7 @@ class QueryRun:
         self._query = None
 
 
-def sink_function(write: Callable, letters: list[DeadLetters], drops: ObservedDrops, run: QueryRun) -> Callable:
+def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedCounts, run: QueryRun) -> Callable:
     """The function, and its ``release()``: called when the query stops, it drops the function's hold on the
     Spark query. Spark keeps this function (a Python object) for as long as it keeps the query, and the function
     kept the query: neither side's garbage collector could free the pair, and every query a process ever ran,
@@ -47,11 +47,11 @@ def sink_function(write: Callable, letters: list[DeadLetters], drops: ObservedDr
 
     def write_batch(batch, batch_id: int) -> None:
         write(batch, batch_id)
-        if not letters and not drops.metrics:
+        if not letters and not counts.metrics:
             return
         observed = run.observed()
         written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
-        drops.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
+        counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
 
     write_batch.release = run.release
     return write_batch

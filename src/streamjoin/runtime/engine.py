@@ -38,7 +38,7 @@ from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
-from .observed_drops import ObservedDrops
+from .observed_counts import ObservedCounts
 from .session import register_sources
 from .storage import delete, embedded_root, home_location, local_path, under
 from .transient import RowPrinter, TransientQuery, printed_batch
@@ -261,7 +261,7 @@ class Engine:
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
         checkpoint = self._checkpoint(planned)
-        lowered, letters, drops = self._lowered(planned, checkpoint)
+        lowered, letters, counts = self._lowered(planned, checkpoint)
         result = encode(sink, lowered)
         bootstrap = getattr(self.store, "bootstrap", None)
         name = self.query_name_prefix + planned.query_id
@@ -274,7 +274,7 @@ class Engine:
             write = kafka_writer(bootstrap, sink.target.topic, run.writer)
         else:
             write = topic_writer(self.topics_root, sink.target.topic, run.writer, sink.target.partitions)
-        batch_function = sink_function(write, letters, drops, run)
+        batch_function = sink_function(write, letters, counts, run)
         query = self._started(result, name, batch_function, checkpoint)
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             write, value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release, self.spark)
@@ -285,11 +285,11 @@ class Engine:
         sink = planned.plan
         run = f"{planned.query_id}_{uuid.uuid4().hex[:8]}"  # one of many runs of the same statement
         checkpoint = under(self.home, "transient", run)
-        lowered, letters, drops = self._lowered(planned, checkpoint)
+        lowered, letters, counts = self._lowered(planned, checkpoint)
         printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
                              limit=planned.limit, mode=str(self.catalog.properties.get(RESULT_MODE, "tableau")).lower())
         name = self.query_name_prefix + run
-        batch_function = sink_function(printed_batch(sink, printer), letters, drops, QueryRun(self.spark, name, run))
+        batch_function = sink_function(printed_batch(sink, printer), letters, counts, QueryRun(self.spark, name, run))
         query = self._started(lowered, name, batch_function, checkpoint)
         return TransientQuery(planned.query_id, query, printer, checkpoint, batch_function.release, self.spark)
 
@@ -305,7 +305,7 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         return writer.start()
 
-    def _lowered(self, planned: PlannedQuery, checkpoint: str) -> tuple[DataFrame, list[DeadLetters], ObservedDrops]:
+    def _lowered(self, planned: PlannedQuery, checkpoint: str) -> tuple[DataFrame, list[DeadLetters], ObservedCounts]:
         """A query's result as a streaming DataFrame (before the sink's encoding), with the dead letters and drop
         counts its micro-batches record; the checkpoint's state layout saved first."""
         sink = planned.plan
@@ -325,15 +325,15 @@ class Engine:
             letters.append(DeadLetters(planned.query_id, source, dead_letter_topic, root=self.topics_root, bootstrap=bootstrap))
             return letters[-1]
 
-        drops = ObservedDrops(checkpoint)
+        counts = ObservedCounts(checkpoint)
         loaded_tables = under(checkpoint, LOADED_TABLES)
         delete(self.spark, loaded_tables)  # an earlier start's
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=drops.observe,
-                              observe_counts=drops.observe_counts,
+                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=counts.observe,
+                              observe_counts=counts.observe_counts,
                               side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables)
         records = read_inputs(self.spark, sink, options)
-        return lower(sink.input, records, ctx), letters, drops
+        return lower(sink.input, records, ctx), letters, counts
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:

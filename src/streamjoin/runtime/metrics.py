@@ -11,7 +11,7 @@ survive restarts.
 - ``dead_letters``: input records its scans could not decode, written to the dead-letter topic.
 
 All but ``null_value`` are counted per micro-batch as Spark observed metrics and added up in the checkpoint
-(``runtime.observed_drops``): reading them costs a file read, never a read of the state.
+(``runtime.observed_counts``): reading them costs a file read, never a read of the state.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import json
 from pyspark.sql import SparkSession
 
 from ..operators.state import STATE_ROWS
-from .observed_drops import saved_drops
+from .observed_counts import saved_counts
 
 
 def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | None) -> dict:
@@ -29,7 +29,7 @@ def query_metrics(spark: SparkSession, checkpoint: str, last_progress: dict | No
         offset = source.get("endOffset")
         offset = json.loads(offset) if isinstance(offset, str) else offset or {}
         metrics["null_value"] += sum((offset.get("nullValues") or {}).values())
-    observed = saved_drops(spark, checkpoint)
+    observed = saved_counts(spark, checkpoint)
     for name, count in observed["counts"].items():
         metrics[name] = metrics.get(name, 0) + count
     if "lookup_round_trips" in observed["counts"]:  # also per micro-batch: the last one's

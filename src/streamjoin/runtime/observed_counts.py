@@ -35,7 +35,7 @@ STATE_COUNTED = "state_counted"  # in a saved file: the operators' counters are 
 
 
 @dataclass
-class ObservedDrops:
+class ObservedCounts:
     checkpoint: str
     metrics: list = field(default_factory=list)  # (observed metric name, the names it counts), one per observing step
     stateful: bool = False  # an operator's counters are among the metrics
@@ -59,14 +59,14 @@ class ObservedDrops:
         function itself ``counted`` in the batch (the dead letters it wrote), to the file."""
         if not self.metrics and not counted:
             return
-        saved = self._saved = self._saved or saved_drops(spark, self.checkpoint)
+        saved = self._saved = self._saved or saved_counts(spark, self.checkpoint)
         if batch_id <= saved["batch"]:
             return  # counted before a crash
         counts, last = dict(saved["counts"]), dict(counted or {})
-        for name, counted in self.metrics:
+        for name, names in self.metrics:
             row = observed.get(name)
             if row.isDefined():
-                for i, reason in enumerate(counted):
+                for i, reason in enumerate(names):
                     last[reason] = last.get(reason, 0) + row.get().getLong(i)
         fresh = self.stateful and not saved.get(STATE_COUNTED)
         if fresh and batch_id > 0:  # a checkpoint whose operators counted in their state only
@@ -81,7 +81,7 @@ class ObservedDrops:
         self._saved = value
 
 
-def saved_drops(spark: SparkSession, checkpoint: str) -> dict:
+def saved_counts(spark: SparkSession, checkpoint: str) -> dict:
     """The counts so far, the last batch counted (-1 before the first) and that batch's own counts."""
     saved = Versions(spark, checkpoint, FOLDER).latest() or read_json(spark, checkpoint, OLD_FILE)
     return {"batch": -1, "counts": {}, "last": {}} if saved is None else {"last": {}, **saved}
