@@ -166,7 +166,7 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
                                                                   root=root, bootstrap=bootstrap),
-                          observe_drops=ObservedCounts("").observe, observe_counts=ObservedCounts("").observe_counts,
+                          observe_counts=ObservedCounts("").observe_counts,
                           side_topics=tuple(side_topics(planned.plan)), plan=planned.plan)
     records = read_inputs(spark, planned.plan, options)
     return encode(planned.plan, lower(planned.plan.input, records, ctx))

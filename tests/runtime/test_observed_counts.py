@@ -18,7 +18,7 @@ def test_a_batch_written_again_is_counted_once(spark, tmp_path):
     (inputs / "a.json").write_text("".join(json.dumps({"k": k}) + "\n" for k in (1, None, None, 2)))
     checkpoint = f"file://{tmp_path}/ck"
     drops = ObservedCounts(checkpoint)
-    rows = drops.observe(spark.readStream.schema("k INT").json(str(inputs)), "null_key", F.col("k").isNull())
+    rows = drops.observe_counts(spark.readStream.schema("k INT").json(str(inputs)), {"null_key": F.when(F.col("k").isNull(), 1)})
     written = []
     write_batch = sink_function(lambda batch, _: written.extend(batch.collect()), [], drops,
                                 QueryRun(spark, "observed_counts_test", "Q"))

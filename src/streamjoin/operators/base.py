@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 
 from ..plan.nodes import Join, PlanNode
 
@@ -30,10 +30,8 @@ class LoweringContext:
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
     time_buckets: int = DEFAULT_TIME_BUCKETS
     dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
-    # (rows, reason, dropped) -> rows, counting the rows a stateless step then drops (runtime.observed_counts)
-    observe_drops: Optional[Callable[[DataFrame, str, Column], DataFrame]] = None
-    # (rows, {name: value}) -> rows, adding up each ``value`` per batch under its ``name`` (a step's own counts;
-    # a stateful operator's counters: ``operators.state.run_segmented``)
+    # (rows, {name: value}) -> rows, adding up each ``value`` per batch under its ``name`` (``runtime.observed_counts``):
+    # the rows a stateless step drops, its own counts, a stateful operator's counters (``operators.state.run_segmented``)
     observe_counts: Optional[Callable[[DataFrame, dict], DataFrame]] = None
     # the topics whose own clocks records carry in ``_topic_times``, in its order (``lower.lowering.side_topics``)
     side_topics: tuple = ()

@@ -54,8 +54,8 @@ class LookupJoin:
         keys = key_names(len(join.key))
         stream = tag_side(left, STREAM, join.left_side, keys, join.left)
         outer = join.join_type == "LEFT"
-        if not outer and ctx.observe_drops is not None:
-            stream = ctx.observe_drops(stream, "null_key", F.col(NULL_KEY))
+        if not outer and ctx.observe_counts is not None:
+            stream = ctx.observe_counts(stream, {"null_key": F.when(F.col(NULL_KEY), 1)})
         scan = base_scan(join.right)
         columns = {f.id: f.name for f in scan.fields if not f.hidden}
         table_cols = payload(right)

@@ -204,8 +204,8 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     condition = F.col(OK)
     for k in keys:
         condition = condition & (F.col(k) == F.col(f"__t{k}"))
-    if ctx.observe_drops is not None:
-        stream = ctx.observe_drops(stream, "null_key", F.col(NULL_KEY))
+    if ctx.observe_counts is not None:
+        stream = ctx.observe_counts(stream, {"null_key": F.when(F.col(NULL_KEY), 1)})
     joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
     meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
     return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)

@@ -329,7 +329,7 @@ class Engine:
         loaded_tables = under(checkpoint, LOADED_TABLES)
         delete(self.spark, loaded_tables)  # an earlier start's
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
-                              time_buckets=options.time_buckets, dead_letters=dead_letters, observe_drops=counts.observe,
+                              time_buckets=options.time_buckets, dead_letters=dead_letters,
                               observe_counts=counts.observe_counts,
                               side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables)
         records = read_inputs(self.spark, sink, options)

@@ -3,8 +3,8 @@ join's null join keys and late records, an aggregate's null groups, a static joi
 its operators hold, other counts of its steps (a lookup join's database round trips), and the dead letters its
 scans wrote.
 
-Every step observes its counts per micro-batch as a Spark observed metric on the rows it handles (``observe``,
-``observe_counts``): a stateless step on the rows it filters, a stateful operator on the changes its steps
+Every step observes its counts per micro-batch as a Spark observed metric on the rows it handles
+(``observe_counts``): a stateless step on the rows it filters, a stateful operator on the changes its steps
 made to the counters in their state (``operators.state.run_segmented``). The query's sink function
 (``runtime.batch_sink``) adds the batch's counts to ``<checkpoint>/dropped/<batch>.json`` after it wrote the
 batch and before Spark commits it. The file names the last batch it counted, so a batch run again after a crash
@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..operators.state import META, STATE_ROWS
@@ -40,10 +40,6 @@ class ObservedCounts:
     metrics: list = field(default_factory=list)  # (observed metric name, the names it counts), one per observing step
     stateful: bool = False  # an operator's counters are among the metrics
     _saved: Optional[dict] = None  # what the checkpoint holds, once read
-
-    def observe(self, rows: DataFrame, reason: str, dropped: Column) -> DataFrame:
-        """``rows``, with the number of them a later filter drops (``dropped`` is true) observed per batch."""
-        return self.observe_counts(rows, {reason: F.when(dropped, 1)})
 
     def observe_counts(self, rows: DataFrame, values: dict) -> DataFrame:
         """``rows``, with the sum of each of ``values`` (name -> column) over them observed per batch and counted
