@@ -48,7 +48,7 @@ from ..plan.frames import Frame, frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, count_dropped, key_names, payload, tag_side, tick_rows
-from .state import run_segmented
+from .state import by_segment, run_segmented
 from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
 
 SORD, OCOUNT, PENDING, CLOSE = "__sord", "__ocount", "__pending", "__close"
@@ -142,10 +142,8 @@ def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, le
 
 def _save(meta: dict, segments, store: pd.DataFrame, width: int) -> None:
     """Write back the segments whose rows changed (added, purged, or no longer pending); remove emptied ones."""
-    index, written = meta["segments"], {}
-    if len(store):
-        for i, frame in store.groupby(store[ROWTIME].to_numpy(np.int64) // width, sort=False):
-            written[int(i)] = frame.reset_index(drop=True)
+    index = meta["segments"]
+    written = by_segment(store, store[ROWTIME].to_numpy(np.int64) // width) if len(store) else {}
     for i in index.keys() | written.keys():
         frame = written.get(i)
         if frame is None:

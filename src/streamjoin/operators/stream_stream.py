@@ -52,7 +52,7 @@ from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, null_unless, payload, tag_side, tick_only_clock, tick_rows,
 )
-from .state import run_segmented
+from .state import by_segment, run_segmented
 
 ORD = "__ord"  # arrival order in a bucket
 LEFT_CLOCK, RIGHT_CLOCK = "__left_clock", "__right_clock"  # each side's own clock on every row (_side_clocks)
@@ -217,10 +217,7 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         dropped["late"] = dropped.get("late", 0) + late_dropped
         meta["ord"] += data_rows  # ticks are never stored: their arrival numbers may be given again
 
-        written = {}
-        if len(store):
-            for i, frame in store.groupby(store[ROWTIME].to_numpy(np.int64) // width, sort=False):
-                written[int(i)] = frame.reset_index(drop=True)
+        written = by_segment(store, store[ROWTIME].to_numpy(np.int64) // width) if len(store) else {}
         for i in set(loaded) | written.keys():
             frame = written.get(i)
             if frame is None:

@@ -40,6 +40,7 @@ class ObservedCounts:
     metrics: list = field(default_factory=list)  # (observed metric name, the names it counts), one per observing step
     stateful: bool = False  # an operator's counters are among the metrics
     _saved: Optional[dict] = None  # what the checkpoint holds, once read
+    _versions: Optional[Versions] = None  # the checkpoint's count files, once opened
 
     def observe_counts(self, rows: DataFrame, values: dict) -> DataFrame:
         """``rows``, with the sum of each of ``values`` (name -> column) over them observed per batch and counted
@@ -55,7 +56,9 @@ class ObservedCounts:
         function itself ``counted`` in the batch (the dead letters it wrote), to the file."""
         if not self.metrics and not counted:
             return
-        saved = self._saved = self._saved or saved_counts(spark, self.checkpoint)
+        if self._versions is None:
+            self._versions = Versions(spark, self.checkpoint, FOLDER)
+        saved = self._saved = self._saved or saved_counts(spark, self.checkpoint, self._versions)
         if batch_id <= saved["batch"]:
             return  # counted before a crash
         counts, last = dict(saved["counts"]), dict(counted or {})
@@ -73,13 +76,13 @@ class ObservedCounts:
         for reason, count in last.items():
             counts[reason] = counts.get(reason, 0) + count
         value = {"batch": batch_id, "counts": counts, "last": last, **({STATE_COUNTED: True} if self.stateful else {})}
-        Versions(spark, self.checkpoint, FOLDER).write(batch_id, value)
+        self._versions.write(batch_id, value)
         self._saved = value
 
 
-def saved_counts(spark: SparkSession, checkpoint: str) -> dict:
+def saved_counts(spark: SparkSession, checkpoint: str, versions: Optional[Versions] = None) -> dict:
     """The counts so far, the last batch counted (-1 before the first) and that batch's own counts."""
-    saved = Versions(spark, checkpoint, FOLDER).latest() or read_json(spark, checkpoint, OLD_FILE)
+    saved = (versions or Versions(spark, checkpoint, FOLDER)).latest() or read_json(spark, checkpoint, OLD_FILE)
     return {"batch": -1, "counts": {}, "last": {}} if saved is None else {"last": {}, **saved}
 
 

@@ -103,7 +103,14 @@ def write_json(spark: "SparkSession", value: dict, location: str, *child: str) -
     Spark's logs, a file is never overwritten (a rename does not replace a file): a value that changes is
     written under a new name (``Versions``)."""
     _, path = filesystem(spark, location, *child)
-    manager = jvm(spark).CheckpointFileManager.create(path.getParent(), spark._jsparkSession.sessionState().newHadoopConf())
+    _write_atomic(_file_manager(spark, path.getParent()), path, value)
+
+
+def _file_manager(spark: "SparkSession", folder):
+    return jvm(spark).CheckpointFileManager.create(folder, spark._jsparkSession.sessionState().newHadoopConf())
+
+
+def _write_atomic(manager, path, value: dict) -> None:
     out = manager.createAtomic(path, False)
     try:
         out.write(json.dumps(value).encode())
@@ -116,17 +123,29 @@ def write_json(spark: "SparkSession", value: dict, location: str, *child: str) -
 class Versions:
     """A value kept as numbered JSON files in a folder (``<folder>/<n>.json``), as Spark keeps its logs: a new
     version is a new file, the newest wins, and older ones are deleted after it is in place, so a crash at any
-    moment leaves the last whole version readable."""
+    moment leaves the last whole version readable.
+
+    One instance is meant to serve a folder for as long as its one writer runs (a query's sink function writes a
+    version per micro-batch): it makes the folder's file system and file manager once, lists the folder once, and
+    from then on knows which versions it holds. Each ``newHadoopConf`` copies the session's whole Hadoop
+    configuration; made anew for every file, they were most of the ~60 ms a version took to write here."""
 
     def __init__(self, spark: "SparkSession", location: str, folder: str):
         self.spark, self.location, self.folder = spark, location, folder
+        self._fs = self._path = self._manager = None
+        self._held: Optional[list[int]] = None  # the version numbers in the folder, once listed
+
+    def _folder(self):
+        if self._fs is None:
+            self._fs, self._path = filesystem(self.spark, self.location, self.folder)
+        return self._fs, self._path
 
     def _numbers(self) -> list[int]:
-        fs, path = filesystem(self.spark, self.location, self.folder)
-        if not fs.exists(path):
-            return []
-        names = [status.getPath().getName() for status in fs.listStatus(path)]
-        return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+        if self._held is None:
+            fs, path = self._folder()
+            names = [status.getPath().getName() for status in fs.listStatus(path)] if fs.exists(path) else []
+            self._held = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+        return self._held
 
     def latest(self) -> Optional[dict]:
         numbers = self._numbers()
@@ -135,10 +154,14 @@ class Versions:
     def write(self, number: int, value: dict) -> None:
         """Add version ``number`` (above every version there is), then drop the older ones."""
         older = self._numbers()
-        write_json(self.spark, value, self.location, self.folder, f"{number}.json")
+        fs, folder = self._folder()
+        if self._manager is None:
+            self._manager = _file_manager(self.spark, folder)
+        path = jvm(self.spark).Path(folder, f"{number}.json")
+        _write_atomic(self._manager, path, value)
+        self._held = [number]
         for n in older:
-            fs, path = filesystem(self.spark, self.location, self.folder, f"{n}.json")
-            fs.delete(path, False)
+            fs.delete(jvm(self.spark).Path(folder, f"{n}.json"), False)
 
 
 def delete(spark: "SparkSession", location: str) -> bool:
