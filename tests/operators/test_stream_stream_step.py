@@ -3,6 +3,7 @@ Spark): interleaved records and stream-time ticks in, exact rows out whatever th
 state gone afterwards, and a batch reads only the segments near its records however long the history."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -209,3 +210,29 @@ def test_a_batch_probes_every_segment_its_records_can_match_and_no_other(window,
     batch = pd.DataFrame({SIDE: [LEFT if s == "L" else RIGHT for s, _ in records] + [TICK],
                           ROWTIME: [t for _, t in records] + [0]})
     assert _probed(w, width, batch) == expected
+
+
+KEY_PAIRS = [  # (left key columns, right key columns, the (left, right) positions that match)
+    ([[1, 2, 1]], [[1, 3, 2]], {(0, 0), (2, 0), (1, 2)}),
+    ([[None, 1]], [[None, None, 1]], {(0, 0), (0, 1), (1, 2)}),  # NULL matches NULL (IS NOT DISTINCT FROM)
+    ([[1, 1], ["a", "b"]], [[1, 1], ["b", "a"]], {(0, 1), (1, 0)}),  # every column must agree
+    ([np.array([7, 8], dtype=np.int64)], [np.array([8, 7.0, "7"], dtype=object)], {(0, 1), (1, 0)}),  # stored vs new dtypes
+    ([], [], {(i, j) for i in range(2) for j in range(3)}),  # no equality: every pair
+]
+
+
+@pytest.mark.parametrize("left, right, expected", KEY_PAIRS)
+def test_pairs_are_found_by_key_equality(left, right, expected):
+    from streamjoin.operators.stream_stream import _equal_pairs
+
+    n, m = (len(left[0]), len(right[0])) if left else (2, 3)
+    li, ri = _equal_pairs([np.asarray(c, dtype=object) if isinstance(c, list) else c for c in left],
+                          [np.asarray(c, dtype=object) if isinstance(c, list) else c for c in right], n, m)
+    assert set(zip(li.tolist(), ri.tolist())) == expected and len(li) == len(expected)
+
+
+@pytest.mark.parametrize("values, expected", [([5, 5, 3, 5, 3], [0, 1, 0, 2, 1]), ([], []), ([1, 2], [0, 0])])
+def test_a_rows_sub_number_counts_the_equal_values_before_it(values, expected):
+    from streamjoin.operators.stream_stream import _rank_among_equal
+
+    assert _rank_among_equal(np.asarray(values, dtype=np.int64)).tolist() == expected

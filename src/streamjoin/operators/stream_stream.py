@@ -380,32 +380,55 @@ def _append(store: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
 def _pairs(w: Window, fresh, candidates, store, keys, clocks_at) -> pd.DataFrame:
     """Every matching (left, right) pair with at least one new record, as ORD pairs. The later of the two
     finds the earlier only while the earlier's store keeps it (KSQL: ``_visible`` by its side's clock when
-    the later arrives; Flink: until the clock passes its close)."""
+    the later arrives; Flink: until the clock passes its close). Pure numpy: a micro-batch of a few records
+    against a few hundred stored ones took ~13 ms as two pandas merges, nearly all of it fixed cost."""
     cols = keys + [ORD, ROWTIME, "__close", STREAM_TIME]
-    new_left = fresh[(fresh[SIDE] == LEFT) & fresh[OK]][cols]
-    new_right = fresh[(fresh[SIDE] == RIGHT) & fresh[OK]][cols]
-    all_right = candidates[(candidates[SIDE] == RIGHT) & candidates[OK].astype(bool)][cols]
-    old_left = store[(store[SIDE] == LEFT) & store[OK].astype(bool)][cols] if len(store) else new_left.iloc[0:0]
+
+    def joinable(frame, side) -> dict:  # the columns of ``frame``'s rows of one side with a usable key
+        if not len(frame):
+            return {c: np.array([], dtype=np.int64) for c in cols}
+        at = np.flatnonzero((frame[SIDE].to_numpy() == side) & frame[OK].astype(bool).to_numpy())
+        return {c: frame[c].to_numpy()[at] for c in cols}
+
     found = []
-    for lefts, rights in ((new_left, all_right), (old_left, new_right)):
-        if len(lefts) and len(rights):
-            m = (lefts.merge(rights, on=keys, suffixes=("_l", "_r")) if keys
-                 else lefts.merge(rights, how="cross", suffixes=("_l", "_r")))  # no equality: every pair
-            lt, rt = m[f"{ROWTIME}_l"].to_numpy(np.int64), m[f"{ROWTIME}_r"].to_numpy(np.int64)
-            keep = (rt >= lt - w.before) & (rt <= lt + w.after)
-            later_left = m[f"{ORD}_l"].to_numpy() > m[f"{ORD}_r"].to_numpy()
-            if w.watermark:  # the earlier record must still be live when the later one arrives
-                close = np.where(later_left, m["__close_r"], m["__close_l"]).astype(np.int64)
-                keep &= close >= clock_values(np.where(later_left, m[f"{STREAM_TIME}_l"], m[f"{STREAM_TIME}_r"]))
-            elif len(m):  # the earlier record must still be in its store when the later one arrives
-                left_clock, right_clock = clocks_at(np.maximum(m[f"{ORD}_l"].to_numpy(), m[f"{ORD}_r"].to_numpy()))
-                keep &= _visible(w, np.where(later_left, rt, lt), np.where(later_left, right_clock, left_clock))
-            m = m[keep]
-            found.append(pd.DataFrame({"l_ord": m[f"{ORD}_l"].to_numpy(), "r_ord": m[f"{ORD}_r"].to_numpy(),
-                                       "l_t": m[f"{ROWTIME}_l"].to_numpy(), "r_t": m[f"{ROWTIME}_r"].to_numpy()}))
+    for lefts, rights in ((joinable(fresh, LEFT), joinable(candidates, RIGHT)), (joinable(store, LEFT), joinable(fresh, RIGHT))):
+        li, ri = _equal_pairs([lefts[k] for k in keys], [rights[k] for k in keys], len(lefts[ORD]), len(rights[ORD]))
+        if not len(li):
+            continue
+        l_ord, r_ord = lefts[ORD][li].astype(np.int64), rights[ORD][ri].astype(np.int64)
+        lt, rt = lefts[ROWTIME][li].astype(np.int64), rights[ROWTIME][ri].astype(np.int64)
+        keep = (rt >= lt - w.before) & (rt <= lt + w.after)
+        later_left = l_ord > r_ord
+        if w.watermark:  # the earlier record must still be live when the later one arrives
+            close = np.where(later_left, rights["__close"][ri], lefts["__close"][li]).astype(np.int64)
+            keep &= close >= clock_values(np.where(later_left, lefts[STREAM_TIME][li], rights[STREAM_TIME][ri]))
+        else:  # the earlier record must still be in its store when the later one arrives
+            left_clock, right_clock = clocks_at(np.maximum(l_ord, r_ord))
+            keep &= _visible(w, np.where(later_left, rt, lt), np.where(later_left, right_clock, left_clock))
+        found.append((l_ord[keep], r_ord[keep], lt[keep], rt[keep]))
+    names = ("l_ord", "r_ord", "l_t", "r_t")
     if not found:
-        return pd.DataFrame({"l_ord": [], "r_ord": [], "l_t": [], "r_t": []}, dtype=np.int64)
-    return pd.concat(found, ignore_index=True)
+        return pd.DataFrame({name: np.array([], np.int64) for name in names})
+    return pd.DataFrame({name: np.concatenate(column) for name, column in zip(names, zip(*found))})
+
+
+def _equal_pairs(left: list, right: list, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j) of every pair of ``n`` left and ``m`` right rows whose key columns (``left``, ``right``:
+    one array per key column) are all equal; every pair when there is no key."""
+    if not left:
+        return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
+    code = np.zeros(n + m, dtype=np.int64)
+    for a, b in zip(left, right):  # one code per distinct key, kept below n + m; NULL equals NULL, as in a merge
+        values = pd.concat([pd.Series(a), pd.Series(b)], ignore_index=True)  # a stored and a new column may differ in dtype
+        column, uniques = pd.factorize(values, use_na_sentinel=False)
+        code = pd.factorize(code * (len(uniques) + 1) + column)[0]
+    order = np.argsort(code[n:], kind="stable")
+    ranked = code[n:][order]
+    lo, hi = np.searchsorted(ranked, code[:n], "left"), np.searchsorted(ranked, code[:n], "right")
+    counts = hi - lo
+    li = np.repeat(np.arange(n), counts)
+    ri = order[np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))]
+    return li, ri
 
 
 def _positions(candidates, *ords) -> list:
@@ -430,21 +453,34 @@ def _passing(condition, pairs, candidates, left_payload, right_payload) -> np.nd
 
 
 def _pair_rows(pairs, trigger, candidates, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
+    """The joined rows of ``pairs``, each record's earlier matches in the order of their time, numbered within
+    the record that triggered them (``SUB``); built column by column in numpy."""
     if not len(pairs):
         return pd.DataFrame()
     l_ord, r_ord = pairs["l_ord"].to_numpy(np.int64), pairs["r_ord"].to_numpy(np.int64)
-    lpos, rpos, tpos = _positions(candidates, l_ord, r_ord, trigger)
+    l_t, r_t = pairs["l_t"].to_numpy(np.int64), pairs["r_t"].to_numpy(np.int64)
     later_is_left = l_ord > r_ord
-    out = _pair_payloads(candidates, lpos, rpos, left_payload, right_payload)
-    for jk, k in zip(key_ids, keys):
-        out[jk] = candidates[k].to_numpy()[lpos]
-    out[ROWTIME] = np.maximum(pairs["l_t"].to_numpy(np.int64), pairs["r_t"].to_numpy(np.int64))
+    order = np.lexsort((np.where(later_is_left, r_ord, l_ord), np.where(later_is_left, r_t, l_t), trigger))
+    lpos, rpos, tpos = (at[order] for at in _positions(candidates, l_ord, r_ord, trigger))
+    out = {c: candidates[c].to_numpy()[lpos] for c in left_payload}
+    out.update({c: candidates[c].to_numpy()[rpos] for c in right_payload})
+    out.update({jk: candidates[k].to_numpy()[lpos] for jk, k in zip(key_ids, keys)})
+    out[ROWTIME] = np.maximum(l_t, r_t)[order]
     out[SEQ] = candidates[SEQ].to_numpy(np.int64)[tpos]
     out[STREAM_TIME] = candidates[STREAM_TIME].to_numpy()[tpos]
-    order = np.lexsort((np.where(later_is_left, r_ord, l_ord), np.where(later_is_left, pairs["r_t"], pairs["l_t"]), trigger))
-    out = out.iloc[order].reset_index(drop=True)
-    out[SUB] = out.groupby(SEQ).cumcount().to_numpy() + 1
-    return out
+    out[SUB] = _rank_among_equal(out[SEQ]) + 1
+    return pd.DataFrame(out)
+
+
+def _rank_among_equal(values: np.ndarray) -> np.ndarray:
+    """Each value's position among the equal values before it (0 for the first), in array order."""
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    at = np.arange(len(values))
+    first = np.maximum.accumulate(np.where(np.r_[True, ranked[1:] != ranked[:-1]], at, 0))
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = at - first
+    return rank
 
 
 def _padded(recs, seqs, sub, keys, left_payload, right_payload, key_ids) -> pd.DataFrame:
