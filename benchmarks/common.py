@@ -174,21 +174,18 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
 
 def pickled_state_rows(checkpoint: str, batches: int) -> int:
     """Peak number of rows held in streamjoin operator state (the operators' ``rows`` counters)."""
-    import pickle
-
     from pyspark.sql import SparkSession
 
-    from streamjoin.operators.state import META
+    from streamjoin.operators.state import stored_metas
 
     spark = SparkSession.getActiveSession()
     peak = 0
     for batch_id in range(batches):
         try:
-            rows = (spark.read.format("statestore").option("batchId", batch_id).option("stateVarName", META)
-                    .load(checkpoint).select("value.value").collect())
+            metas = stored_metas(spark, checkpoint, batchId=batch_id)
         except Exception:  # noqa: BLE001 - a batch without state
             continue
-        peak = max(peak, sum(pickle.loads(r[0]).get("rows", 0) for r in rows if r[0] is not None))
+        peak = max(peak, sum(meta.get("rows", 0) for meta in metas))
     return peak
 
 

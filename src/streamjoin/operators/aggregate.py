@@ -175,7 +175,7 @@ class AggregateOperator:
         kafka_streams = naming_style(node) != "flink"
         step = bucket_step(keys, group_ids, specs, integral_columns(data, keys + [s.arg for s in specs if s.arg]),
                            output_schema.fieldNames(), drop_null_groups=kafka_streams, latest_time=kafka_streams)
-        return run_segmented(data, BUCKET, step, output_schema, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, output_schema, ctx)
 
 
 def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], integral: list[str], out_names: list[str],

@@ -38,6 +38,8 @@ class LoweringContext:
     plan: Optional[PlanNode] = None  # the whole query being lowered (what a database read needs: ``plan.pushdown``)
     # where a static join's table is checkpointed at query start (emptied by the engine first); none: in memory
     loaded_tables: Optional[str] = None
+    # the checkpoint is of state layout 1 (``runtime.checkpoint_layout``): each bucket's meta value in a value state
+    meta_in_value_state: bool = False
 
 @dataclass(frozen=True)
 class DeclaredState:

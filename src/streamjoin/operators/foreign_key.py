@@ -87,8 +87,7 @@ class ForeignKeyJoin:
             [StructField(c, types[c]) for c in child_cols + keys] + [StructField(EVENT, IntegerType()), StructField(OK, BooleanType())]
             + [StructField(c, LongType()) for c in META])
         integral = integral_columns(children, child_key + keys)
-        events = run_segmented(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema,
-                               observe=ctx.observe_counts)
+        events = run_segmented(children, BUCKET, _subscribe_step(child_key, keys, child_cols, integral), event_schema, ctx)
 
         parents = tag_side(parent, 1, parent_side, keys, parent_node).withColumn(EVENT, F.lit(PARENT_CHANGE))
         both = bucketed(events.unionByName(parents, allowMissingColumns=True), keys, buckets)
@@ -99,12 +98,10 @@ class ForeignKeyJoin:
             + [StructField(c, LongType()) for c in META] + [StructField(TOMBSTONE, BooleanType())])
         step = _parent_step(child_key, keys, child_cols, parent_cols, list(join.join_key), child_outer, parent_outer,
                             integral_columns(both, child_key + keys))
-        results = run_segmented(both, BUCKET, step, StructType(result_schema.fields + [StructField(ALWAYS, BooleanType())]),
-                                observe=ctx.observe_counts)
+        results = run_segmented(both, BUCKET, step, StructType(result_schema.fields + [StructField(ALWAYS, BooleanType())]), ctx)
 
         out_key = list(join.key)
-        return run_segmented(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema,
-                             observe=ctx.observe_counts)
+        return run_segmented(bucketed(results, out_key, buckets), BUCKET, _resolve_step(out_key), result_schema, ctx)
 
 
 def _subscribe_step(child_key, keys, child_cols, integral):

@@ -85,7 +85,7 @@ class FramedTableJoin:
         unit = frame_of(stream_side.window).unit
         step = framed_step(unit, keys, integral_columns(both, keys), payload(stream), payload(table), list(join.key),
                            schema.fieldNames(), stream_padded=len(preserved) == 2, static=static)
-        return run_segmented(both, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(both, BUCKET, step, schema, ctx)
 
 
 def _load_static(table: DataFrame, keys, table_cols, buckets: int) -> dict:

@@ -86,7 +86,7 @@ class InstantWindowJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = instant_step(frames, outer, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-        return run_segmented(both, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(both, BUCKET, step, schema, ctx)
 
 
 MIN_SEGMENT_MS = 60_000

@@ -103,7 +103,7 @@ class RegularJoin:
         condition = compile_condition(join.condition) if self.evaluates_condition(join) else None
         step = _join_step(keys, left_cols, right_cols, list(join.join_key), identities, join.join_type, ttl,
                           schema.fieldNames(), condition)
-        return run_segmented(data, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx)
 
     @staticmethod
     def evaluates_condition(join: Join) -> bool:
@@ -154,8 +154,7 @@ def _changes(tagged: DataFrame, node: PlanNode, keys, ctx: LoweringContext, ttl)
            StructField(ROW_ID, StringType())]
         + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     )
-    return run_segmented(by_pk, BUCKET, _versions_step(cols, keys, ttl, schema.fieldNames()), schema,
-                         observe=ctx.observe_counts)
+    return run_segmented(by_pk, BUCKET, _versions_step(cols, keys, ttl, schema.fieldNames()), schema, ctx)
 
 
 def _versions_step(cols, keys, ttl, out_names):

@@ -78,7 +78,7 @@ class SessionAggregate:
             + [StructField(TOMBSTONE, BooleanType())])
         integral = integral_columns(data, group_ids + [s.arg for s in specs if s.arg])
         step = session_step(window, group_ids, specs, integral, schema.fieldNames())
-        return run_segmented(data, BUCKET, step, schema, idle=_idle(window), observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx, idle=_idle(window))
 
 
 def session_step(window: GroupWindow, group_ids, specs, integral, out_names):

@@ -2,8 +2,8 @@
 query in Spark's state store (RocksDB), restored exactly on restart and unchanged on a cluster.
 
 Every operator keeps its state per bucket (a hash of the join or group key), **segmented** (``run_segmented``):
-a small pickled *meta* value per bucket (counters, and an index of the bucket's segments) plus a map from
-segment number to one pickled frame of stored rows. The operator reads only the segments its batch can
+a map from segment number to one pickled frame of stored rows, and, under the reserved number ``META_SEGMENT``,
+a small pickled *meta* value (counters, and an index of the bucket's segments). The operator reads only the segments its batch can
 touch and writes back only those that changed; expiry removes whole segments by number without reading
 them. Its cost per batch follows the batch. A segment is a slice of event time (the windowed joins), or a
 chunk of a table's change log (``new_table_log``: the table joins and aggregates), which the worker keeps
@@ -13,6 +13,11 @@ Measured here (``transformWithStateInPandas``, local[2]): a state call costs 0.3
 at ~12 ms per MB each way; so few calls, and bytes only for what a batch needs. Rows of a state bucket go
 to the operator packed into Arrow blobs (``packed_by``), not row by row. A Python worker keeps the frames it
 read or wrote (``_StoredSegments``), so a bucket that comes back to the same worker reads nothing.
+
+One state variable, because Spark sets every state variable up again in every task of every micro-batch (its
+encoders resolved by Catalyst's analyzer, its schema parsed: ~25 ms a task for a value state, ~55 ms for a map
+state, measured in the Python worker). A checkpoint of state layout 1 (``runtime.checkpoint_layout``) keeps the
+meta value in a value state of its own (``META``), and is read and written that way.
 
 The meta value holds the bucket's counters (``rows``: rows held, and ``dropped``: reason -> records
 dropped). What a batch changes in them leaves the operator as Spark observed metrics (``run_segmented``'s
@@ -41,11 +46,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from .base import LoweringContext
+
 SegmentedStep = Callable[[Any, "pd.DataFrame", "Segments"], "tuple[pd.DataFrame, Any]"]
 Idle = Callable[[Any, "pa.Table"], bool]  # (meta, a bucket's rows) -> whether the step would change nothing
 _STATE_SCHEMA = StructType([StructField("value", BinaryType())])
 _SEGMENT_KEY = StructType([StructField("segment", LongType())])
-META = "state"  # the state variable holding a group's meta value, counters (``rows``, ``dropped``) included
+SEGMENTS = "segments"  # the state variable: a map from segment number to a pickled frame
+META_SEGMENT = -2 ** 63  # the segment number of a group's meta value (counters ``rows``, ``dropped`` included)
+META = "state"  # state layout 1: the value state holding a group's meta value
 STATE_ROWS = "state_rows"  # the counter of rows held, as metrics name it
 COUNTED = (STATE_ROWS, "late", "null_key", "no_time", "expired")  # every counter a meta value may hold
 _COUNT = "__count_"  # an output column of a counter row: the change a step made to one counter
@@ -77,12 +86,6 @@ def _write_phases() -> None:
         with open(path + ".tmp", "w") as out:
             json.dump(_PHASES, out)
         os.replace(path + ".tmp", path)
-
-
-def _stored_bytes(value_state) -> bytes | None:
-    """The pickled bytes a value state holds (one call to the state store), or None."""
-    stored = value_state.get()
-    return stored[0] if stored is not None else None
 
 
 class Segments:
@@ -215,8 +218,9 @@ class _SegmentedStateProcessor(StatefulProcessor):
     as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
 
     def __init__(self, step: SegmentedStep, input_columns: list[str], output_schema: StructType,
-                 idle: Optional[Idle] = None, counted: bool = False):
+                 idle: Optional[Idle] = None, counted: bool = False, meta_in_value_state: bool = False):
         self.step_bytes = cloudpickle.dumps((step, idle))
+        self.meta_in_value_state = meta_in_value_state  # state layout 1
         self.step = self.idle = None
         self.input_columns = input_columns
         self.columns = output_schema.fieldNames()
@@ -224,8 +228,19 @@ class _SegmentedStateProcessor(StatefulProcessor):
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState(META, _STATE_SCHEMA)
-        self.map = handle.getMapState("segments", _SEGMENT_KEY, _STATE_SCHEMA)
+        self.map = handle.getMapState(SEGMENTS, _SEGMENT_KEY, _STATE_SCHEMA)
+        self.state = handle.getValueState(META, _STATE_SCHEMA) if self.meta_in_value_state else None
+
+    def _stored_meta(self) -> bytes | None:
+        """The group's pickled meta value (one call to the state store), or None."""
+        stored = self.state.get() if self.state is not None else self.map.getValue((META_SEGMENT,))
+        return stored[0] if stored is not None else None
+
+    def _store_meta(self, value: bytes) -> None:
+        if self.state is not None:
+            self.state.update((value,))
+        else:
+            self.map.updateValue((META_SEGMENT,), (value,))
 
     def handleInputRows(self, key, rows: Iterator["pd.DataFrame"], timerValues) -> Iterator["pd.DataFrame"]:
         started = time.perf_counter()
@@ -233,7 +248,7 @@ class _SegmentedStateProcessor(StatefulProcessor):
             self.step, self.idle = cloudpickle.loads(self.step_bytes)
         packed = unpacked_table([blob for frame in rows for blob in frame.iloc[:, -1]])  # ``packed_by``'s blobs
         now = _timed("input", started)
-        stored = _stored_bytes(self.state)
+        stored = self._stored_meta()
         meta = pickle.loads(stored) if stored is not None else None
         now = _timed("state_read", now)
         if meta is not None and self.idle is not None and self.idle(meta, packed):
@@ -252,7 +267,7 @@ class _SegmentedStateProcessor(StatefulProcessor):
             meta[TOKEN] = uuid.uuid4().hex
         value = pickle.dumps(meta, protocol=5)
         if value != stored:  # a batch that changed nothing (a tick with nothing due) writes nothing
-            self.state.update((value,))
+            self._store_meta(value)
         _keep(entry, meta[TOKEN], segments.frames, segments.memo)
         now = _timed("state_write", now)
         if len(out):  # an empty frame's columns may have no usable type
@@ -273,6 +288,20 @@ class _SegmentedStateProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def stored_metas(spark, checkpoint: str, **options) -> list[dict]:
+    """Every bucket's meta value in the state of a checkpoint's stateful operator, of either state layout
+    (``options``: the ``statestore`` reader's, ``operatorId``, ``batchId``); a Spark job over the whole state."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("statestore").options(**{k: str(v) for k, v in options.items()})
+    try:
+        rows = (reader.option("stateVarName", SEGMENTS).load(checkpoint)
+                .where(F.col("user_map_key.segment") == META_SEGMENT).select("user_map_value.value").collect())
+    except Exception:  # noqa: BLE001 - state layout 1 (or no state yet)
+        rows = reader.option("stateVarName", META).load(checkpoint).select("value.value").collect()
+    return [pickle.loads(blob) for (blob,) in rows if blob is not None]
 
 
 def _counters(meta) -> dict:
@@ -296,7 +325,7 @@ def _counter_row(columns: list[str], changes: dict) -> "pd.DataFrame":
 
 
 def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType,
-                  idle: Optional[Idle] = None, observe: Optional[Callable] = None) -> "DataFrame":
+                  ctx: "LoweringContext", idle: Optional[Idle] = None) -> "DataFrame":
     """Apply ``step(meta, rows, segments) -> (output, meta)`` per state bucket (the column ``bucket``):
     ``meta`` is the bucket's small pickled value (None at first), ``segments`` its segment map
     (``Segments``). Rows arrive packed (``packed_by``). ``idle(meta, rows)``, given the rows as an Arrow
@@ -305,17 +334,19 @@ def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_sche
     time-driven operator are in that case in most micro-batches of a lightly loaded query, and a step costs
     milliseconds of pandas even on one row.
 
-    ``observe(rows, {name: column})`` (``LoweringContext.observe_counts``), when given, adds up columns per batch
+    ``ctx.observe_counts(rows, {name: column})``, when given, adds up columns per batch
     as Spark observed metrics: what each step changed in its meta value's counters then leaves the operator on
     one extra output row per bucket (``_COUNT`` columns, everything else null), is observed and filtered out
     here. The query's sink function adds the batch's changes to the checkpoint (``runtime.observed_counts``), so
-    the counts are read without reading the state."""
+    the counts are read without reading the state. ``ctx.meta_in_value_state``: the query's checkpoint is of
+    state layout 1."""
     from pyspark.sql import functions as F
 
-    schema = output_schema
+    schema, observe = output_schema, ctx.observe_counts
     if observe is not None:
         schema = StructType(output_schema.fields + [StructField(_COUNT + name, LongType()) for name in COUNTED])
-    processor = _SegmentedStateProcessor(step, df.columns, schema, idle, counted=observe is not None)
+    processor = _SegmentedStateProcessor(step, df.columns, schema, idle, counted=observe is not None,
+                                         meta_in_value_state=ctx.meta_in_value_state)
     out = packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, schema, "append", "None")
     if observe is None:
         return out

@@ -122,7 +122,7 @@ def lower_windowed(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringC
     out_fields += [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
     schema = StructType(out_fields)
     process = _bucket_processor(window, keys, left_payload, right_payload, list(join.key), schema.fieldNames())
-    return run_segmented(both, BUCKET, process, schema, idle=_idle(window), observe=ctx.observe_counts)
+    return run_segmented(both, BUCKET, process, schema, ctx, idle=_idle(window))
 
 
 def _side_clocks(join: Join, left: DataFrame, right: DataFrame, ctx: LoweringContext, w: Window) -> dict:

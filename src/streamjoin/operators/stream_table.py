@@ -88,7 +88,7 @@ class StreamTableJoin:
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key), outer,
                             join.rematch_ms)
-        return run_segmented(data, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx)
 
 
 WAITING = -1  # segment number of the padded records waiting for their table row (the table's chunks: 0, 1, ...)

@@ -87,8 +87,7 @@ class TableAggregate:
         event_schema = StructType([StructField(c, types[c]) for c in groups + args]
                                   + [StructField(SIGN, IntegerType())] + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB)])
         rows = bucketed(prepared, row_key, ctx.time_buckets)
-        events = run_segmented(rows, BUCKET, row_step(row_key, groups + args, integral_columns(rows, row_key)), event_schema,
-                               observe=ctx.observe_counts)
+        events = run_segmented(rows, BUCKET, row_step(row_key, groups + args, integral_columns(rows, row_key)), event_schema, ctx)
 
         out_schema = StructType([StructField(g, types[g]) for g in groups]
                                 + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
@@ -99,7 +98,7 @@ class TableAggregate:
         events = bucketed(events, keys, ctx.time_buckets)
         step = group_step(keys, groups, specs, integral_columns(events, keys + args), out_schema.fieldNames(),
                           drop_null_groups=naming_style(node) != "flink", keep_empty=_keeps_empty_groups(node))
-        return run_segmented(events, BUCKET, step, out_schema, observe=ctx.observe_counts)
+        return run_segmented(events, BUCKET, step, out_schema, ctx)
 
 
 def row_step(row_key: list[str], carried: list[str], integral: list[str]):

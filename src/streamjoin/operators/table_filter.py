@@ -50,7 +50,7 @@ class TableFilter:
         data = bucketed(rows, keys, ctx.time_buckets)
         schema = StructType([f for f in rows.schema.fields if f.name != PASSES] + [StructField(TOMBSTONE, BooleanType())])
         step = _bucket_step(keys, integral_columns(data, keys), columns + [TOMBSTONE])
-        return run_segmented(data, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx)
 
 
 def _bucket_step(keys: list[str], integral_keys: list[str], out_columns: list[str]):

@@ -65,7 +65,7 @@ class TableTableJoin:
         )
         outer = (join.join_type in ("LEFT", "FULL"), join.join_type in ("RIGHT", "FULL"))
         step = _bucket_step(keys, integral_columns(data, keys), left_cols, right_cols, list(join.key), outer)
-        return run_segmented(data, BUCKET, step, schema, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx)
 
 
 def _bucket_step(keys, integral_keys, left_cols, right_cols, key_ids, outer):

@@ -78,7 +78,7 @@ class TemporalJoin:
         )
         step = _bucket_step(keys, integral_columns(data, keys), stream_cols, table_cols, list(join.key),
                             join.join_type == "LEFT")
-        return run_segmented(data, BUCKET, step, schema, idle=_idle, observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx, idle=_idle)
 
 
 PENDING, WAITING = -1, -2  # segment numbers (the base's change chunks are numbered from 0)

@@ -111,8 +111,7 @@ class WindowAggregate:
             + ([StructField(WINDOW_START, LongType())] if window.ksql else []))
         integral = integral_columns(data, keys + [s.arg for s in specs if s.arg])
         step = window_step(window, group_ids, specs, integral, schema.fieldNames())
-        return run_segmented(data, BUCKET, step, schema, idle=_idle(window.delay_ms + window.grace_ms),
-                             observe=ctx.observe_counts)
+        return run_segmented(data, BUCKET, step, schema, ctx, idle=_idle(window.delay_ms + window.grace_ms))
 
 
 def with_windows(df: DataFrame, window: GroupWindow, fanout: int) -> DataFrame:

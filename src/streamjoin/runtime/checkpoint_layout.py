@@ -9,7 +9,9 @@ something else, and an operator's state only the streamjoin whose state layout w
 declarations of what it reads, each with its whitespace collapsed, and the name and version of each of its
 operators' state, ``operators.base.DeclaredState``), written when the query first starts, read through
 Hadoop's FileSystem (so any checkpoint URI Spark can write works), and checked before any query of a script
-starts. A query that changed, or whose state an older layout wrote, is refused, naming what changed;
+starts, and the *state layout*: how ``operators.state`` keeps a bucket's meta value (1: in a value state of
+its own; 2: in the segment map, one state variable). A query that changed, or whose state an older layout
+wrote, is refused, naming what changed;
 ``streamjoin run --reset QUERY`` starts it over. Editing other statements of the script changes neither the
 query's id (``plan.statements``) nor its fingerprint.
 """
@@ -22,6 +24,7 @@ from ..plan.settings import BUCKETS
 from .storage import delete, filesystem, jvm, read_json, write_json
 
 FILE = "layout.json"
+STATE_LAYOUT = 2  # what a new checkpoint is written with
 BUCKETS_PER_CORE = 4  # several buckets a task: a slow bucket does not hold a whole core's share of the batch
 
 
@@ -87,10 +90,26 @@ def _declared(source) -> str:
             f"formats={source.key_format}/{source.value_format} time={source.timestamp_column or source.watermark_column}")
 
 
-def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict) -> None:
+def state_layout(spark: SparkSession, checkpoint: str) -> int:
+    """The state layout the checkpoint's operators keep their state in: its layout's; 1 for a checkpoint written
+    before layouts were numbered (or saved) that holds a batch; ``STATE_LAYOUT`` for a new one."""
+    saved = _read(spark, checkpoint)
+    if saved is not None:
+        return saved.get("state_layout", 1)
+    return 1 if _batches(spark, checkpoint) else STATE_LAYOUT
+
+
+def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict, layout: int) -> None:
     """Write the layout once, when the checkpoint has none yet."""
     if _read(spark, checkpoint) is None:
-        write_json(spark, {"buckets": buckets, "query": query}, checkpoint, FILE)
+        write_json(spark, {"buckets": buckets, "query": query, "state_layout": layout}, checkpoint, FILE)
+
+
+def _batches(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the checkpoint's offsets log holds a batch."""
+    fs, root = filesystem(spark, checkpoint)
+    log = jvm(spark).Path(root, "offsets")
+    return fs.exists(log) and any(f.getPath().getName().isdigit() for f in fs.listStatus(log))
 
 
 def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
@@ -99,10 +118,10 @@ def drop_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> None:
     restart Spark then starts from batch 0, finds the directory not empty and refuses to start
     (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Only when the offsets log holds no batch are its and the
     commit log's hidden files removed; nothing of a checkpoint with a batch is touched."""
+    if _batches(spark, checkpoint):
+        return
     fs, root = filesystem(spark, checkpoint)
     logs = [jvm(spark).Path(root, name) for name in ("offsets", "commits")]
-    if not fs.exists(logs[0]) or any(f.getPath().getName().isdigit() for f in fs.listStatus(logs[0])):
-        return
     for log in logs:
         for f in fs.listStatus(log) if fs.exists(log) else []:
             if f.getPath().getName().startswith("."):

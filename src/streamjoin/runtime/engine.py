@@ -37,7 +37,9 @@ from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MOD
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
-from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
+from .checkpoint_layout import (
+    check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets, state_layout,
+)
 from .observed_counts import ObservedCounts
 from .session import register_sources
 from .storage import delete, embedded_root, home_location, local_path, under
@@ -310,7 +312,8 @@ class Engine:
         counts its micro-batches record; the checkpoint's state layout saved first."""
         sink = planned.plan
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
-        save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
+        layout = state_layout(self.spark, checkpoint)
+        save_layout(self.spark, checkpoint, buckets, _fingerprint(planned), layout)
         drop_unfinished_first_batch(self.spark, checkpoint)
         bootstrap = getattr(self.store, "bootstrap", None)
         properties = self.catalog.properties
@@ -331,7 +334,8 @@ class Engine:
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters,
                               observe_counts=counts.observe_counts,
-                              side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables)
+                              side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables,
+                              meta_in_value_state=layout == 1)
         records = read_inputs(self.spark, sink, options)
         return lower(sink.input, records, ctx), letters, counts
 

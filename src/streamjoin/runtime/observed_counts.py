@@ -18,7 +18,6 @@ Older checkpoints kept one ``dropped.json``: it is read when there is nothing ne
 """
 from __future__ import annotations
 
-import pickle
 import uuid
 from dataclasses import dataclass, field
 from typing import Optional
@@ -26,7 +25,7 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..operators.state import META, STATE_ROWS
+from ..operators.state import STATE_ROWS, stored_metas
 from .storage import Versions, read_json
 
 FOLDER = "dropped"
@@ -96,12 +95,10 @@ def state_counters(spark: SparkSession, checkpoint: str) -> dict:
     counts: dict = {}
     for (operator_id,) in rows:
         try:
-            values = (spark.read.format("statestore").option("operatorId", operator_id).option("stateVarName", META)
-                      .load(checkpoint).select("value.value").collect())
+            metas = stored_metas(spark, checkpoint, operatorId=operator_id)
         except Exception:  # noqa: BLE001 - an operator without state yet
             continue
-        for (blob,) in values:
-            meta = pickle.loads(blob) if blob is not None else {}
+        for meta in metas:
             for name, count in {STATE_ROWS: meta.get("rows", 0), **meta.get("dropped", {})}.items():
                 counts[name] = counts.get(name, 0) + count
     return counts
