@@ -211,8 +211,10 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         # by position: column ids come from a counter shared by everything the process planned (issue #29),
         # so the same query planned again in one process names its columns otherwise
         frames = [segments.get(i).set_axis(stored_cols, axis=1) for i in loaded]
-        store = (pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
-                 if frames else pd.DataFrame(columns=stored_cols))
+        if len(frames) > 1:  # each segment is in arrival order already
+            store = pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
+        else:
+            store = frames[0] if frames else pd.DataFrame(columns=stored_cols)
         out, store, late_dropped = _process_batch(w, store, rows, clocks, keys, left_payload, right_payload, key_ids, out_names)
         dropped["late"] = dropped.get("late", 0) + late_dropped
         meta["ord"] += data_rows  # ticks are never stored: their arrival numbers may be given again
