@@ -251,3 +251,34 @@ def test_a_stopped_query_lets_go_of_its_spark_query(spark, tmp_path):
     assert held._query is not None
     engine.stop()
     assert held._query is None
+
+
+def test_a_query_stopped_during_a_micro_batch_stops_cleanly(spark, tmp_path, monkeypatch):
+    """Stopped while its sink function waits on a Spark job, a query ends as stopped. Spark tells a stop from a
+    failure by the Python error's text, with a regular expression that recursed once per character of a Java stack
+    trace: the query's thread died of a StackOverflowError instead (and its status stayed 'Processing new data')."""
+    import threading
+
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    collecting, to_arrow = threading.Event(), DataFrame.toArrow
+
+    def slow_to_arrow(self):  # the sink's collect, after a real Spark job that takes a few seconds
+        collecting.set()
+        self.sparkSession.range(1).mapInPandas(_slowly, "id long").collect()
+        return to_arrow(self)
+
+    monkeypatch.setattr(DataFrame, "toArrow", slow_to_arrow)
+    engine = Engine(spark, home=str(tmp_path))
+    [query] = engine.execute(DDL + "CREATE STREAM named AS SELECT sku, name FROM products;")
+    produce_inputs(engine.store, [{"topic": "products", "value": {"sku": "a", "name": "pen"}, "timestamp": 1}], engine.catalog)
+    assert collecting.wait(60)
+    engine.stop()
+    assert query.spark_query.status["message"] == "Stopped" and query.spark_query.exception() is None
+
+
+def _slowly(batches):
+    import time
+
+    time.sleep(5)
+    yield from batches

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from py4j.protocol import Py4JJavaError
+
 from ..connectors.dead_letters import DeadLetters
 from ..errors import StreamjoinError
 from .observed_counts import ObservedCounts
@@ -46,12 +48,46 @@ def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedC
     with its last plans, stayed on the driver's heap (a thousand conformance cases filled 1 GB)."""
 
     def write_batch(batch, batch_id: int) -> None:
-        write(batch, batch_id)
-        if not letters and not counts.metrics:
-            return
-        observed = run.observed()
-        written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
-        counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
+        try:
+            write(batch, batch_id)
+            if not letters and not counts.metrics:
+                return
+            observed = run.observed()
+            written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
+            counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
+        except Py4JJavaError as error:
+            interruption = _interruption(error)
+            if interruption is None:
+                raise
+            raise StoppedDuringBatch(f"{STOP_TEXT} {interruption}") from None
 
     write_batch.release = run.release
     return write_batch
+
+
+# What Spark looks for in the text of a Python error to tell a query stopped during a batch from a failed one
+# (``StreamExecution.PROXY_ERROR``), followed by the interruption's class name.
+STOP_TEXT = "py4j.protocol.Py4JJavaError: An error occurred while calling the JVM:"
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")
+
+
+class StoppedDuringBatch(Exception):
+    """The query was stopped while its sink function waited on the JVM (a collect, a write).
+
+    Spark then reads the Python error's text with a regular expression that recurses once per character after
+    ``STOP_TEXT``; on the whole Java stack trace of the interruption (~7 KB) the query's thread died of a
+    StackOverflowError at every stop that fell inside a batch. This error's text is short and says the same."""
+
+
+def _interruption(error: Py4JJavaError) -> str | None:
+    """The class name of the interruption behind a JVM error (the error or one of its causes), or None."""
+    cause = error.java_exception
+    for _ in range(16):
+        if cause is None:
+            return None
+        name = cause.getClass().getName()
+        if name in _INTERRUPTIONS:
+            return name
+        cause = cause.getCause()
+    return None
