@@ -90,19 +90,16 @@ def _declared(source) -> str:
             f"formats={source.key_format}/{source.value_format} time={source.timestamp_column or source.watermark_column}")
 
 
-def state_layout(spark: SparkSession, checkpoint: str) -> int:
-    """The state layout the checkpoint's operators keep their state in: its layout's; 1 for a checkpoint written
-    before layouts were numbered (or saved) that holds a batch; ``STATE_LAYOUT`` for a new one."""
+def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict) -> int:
+    """Write the layout once, when the checkpoint has none yet; return the state layout the checkpoint's
+    operators keep their state in: its layout's; 1 for a checkpoint written before layouts were numbered (or
+    saved) that holds a batch; ``STATE_LAYOUT`` for a new one."""
     saved = _read(spark, checkpoint)
     if saved is not None:
         return saved.get("state_layout", 1)
-    return 1 if _batches(spark, checkpoint) else STATE_LAYOUT
-
-
-def save_layout(spark: SparkSession, checkpoint: str, buckets: int, query: dict, layout: int) -> None:
-    """Write the layout once, when the checkpoint has none yet."""
-    if _read(spark, checkpoint) is None:
-        write_json(spark, {"buckets": buckets, "query": query, "state_layout": layout}, checkpoint, FILE)
+    layout = 1 if _batches(spark, checkpoint) else STATE_LAYOUT
+    write_json(spark, {"buckets": buckets, "query": query, "state_layout": layout}, checkpoint, FILE)
+    return layout
 
 
 def _batches(spark: SparkSession, checkpoint: str) -> bool:

@@ -37,9 +37,7 @@ from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MOD
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
-from .checkpoint_layout import (
-    check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets, state_layout,
-)
+from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_counts import ObservedCounts
 from .session import register_sources
 from .storage import delete, embedded_root, home_location, local_path, under
@@ -312,8 +310,7 @@ class Engine:
         counts its micro-batches record; the checkpoint's state layout saved first."""
         sink = planned.plan
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
-        layout = state_layout(self.spark, checkpoint)
-        save_layout(self.spark, checkpoint, buckets, _fingerprint(planned), layout)
+        layout = save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
         drop_unfinished_first_batch(self.spark, checkpoint)
         bootstrap = getattr(self.store, "bootstrap", None)
         properties = self.catalog.properties
