@@ -61,9 +61,9 @@ CREATE TABLE U (user_id INT, name STRING, t TIMESTAMP(3), PRIMARY KEY (user_id) 
 # name -> (script, what one input id appends: 'click', 'pair', 'fclick', 'fpair' or 'account'; see _records)
 VARIANTS = {
     "stateless": (CLICKS + "CREATE STREAM OUT AS SELECT ID, USER_ID FROM CLICKS WHERE USER_ID IS NOT NULL;", "click"),
-    "stream-table": (CLICKS + USERS + "CREATE STREAM OUT AS SELECT C.ID AS ID, U.NAME FROM CLICKS C "
+    "stream-table": (CLICKS + USERS + "CREATE STREAM OUT AS SELECT C.USER_ID AS USER_ID, C.ID AS ID, U.NAME FROM CLICKS C "
                      "LEFT JOIN USERS U ON C.USER_ID = U.USER_ID;", "click"),
-    "stream-table-static": (CLICKS + USERS_FILE + "CREATE STREAM OUT AS SELECT C.ID AS ID, U.NAME FROM CLICKS C "
+    "stream-table-static": (CLICKS + USERS_FILE + "CREATE STREAM OUT AS SELECT C.USER_ID AS USER_ID, C.ID AS ID, U.NAME FROM CLICKS C "
                             "LEFT JOIN USERS U ON C.USER_ID = U.USER_ID;", "click"),
     "stream-stream": (CLICKS + VIEWS + "CREATE STREAM OUT AS SELECT C.ID AS ID, V.PAGE FROM CLICKS C JOIN VIEWS V "
                       "WITHIN 1 MINUTE GRACE PERIOD 10 SECONDS ON C.ID = V.ID;", "pair"),

@@ -214,8 +214,8 @@ KILL_SCRIPT = """
 SET 'streamjoin.ingestion.order' = 'produced';
 CREATE STREAM views (k STRING KEY, page INT, n INT) WITH (kafka_topic='views', value_format='JSON', partitions=3);
 CREATE TABLE pages (page INT PRIMARY KEY, title STRING) WITH (kafka_topic='pages', value_format='JSON', partitions=2);
-CREATE STREAM titled AS SELECT v.n, p.title FROM views v LEFT JOIN pages p ON v.page = p.page;
-CREATE STREAM paired AS SELECT a.n AS n, b.n AS m FROM views a JOIN views b WITHIN 5 MILLISECONDS ON a.page = b.page;
+CREATE STREAM titled AS SELECT v.page, v.n, p.title FROM views v LEFT JOIN pages p ON v.page = p.page;
+CREATE STREAM paired AS SELECT a.page AS page, a.n AS n, b.n AS m FROM views a JOIN views b WITHIN 5 MILLISECONDS ON a.page = b.page;
 CREATE TABLE per_page AS SELECT page, COUNT(*) AS c FROM views GROUP BY page;
 """
 KILL_INPUTS = [("pages", i % 7, {"TITLE": f"t{i}"}, i) for i in range(0, 80, 9)] + [

@@ -14,7 +14,8 @@ DDL = "CREATE STREAM products (sku STRING, product_id STRING, name STRING) WITH 
 
 def test_execute_returns_started_queries_and_the_result_is_a_dataframe(spark, tmp_path):
     engine = Engine(spark, home=str(tmp_path))
-    queries = engine.execute(DDL + "CREATE STREAM by_id AS SELECT sku, name FROM products WHERE name <> 'x' PARTITION BY product_id;")
+    queries = engine.execute(DDL + "CREATE STREAM by_id AS SELECT product_id, sku, name FROM products WHERE name <> 'x' "
+                             "PARTITION BY product_id;")
     assert [q.sink for q in queries] == ["BY_ID"]
     produce_inputs(engine.store, [
         {"topic": "products", "timestamp": 5, "value": {"SKU": "s1", "PRODUCT_ID": "p1", "NAME": "scooter"}},
@@ -23,7 +24,7 @@ def test_execute_returns_started_queries_and_the_result_is_a_dataframe(spark, tm
     engine.process_all_available()
     rows = [r.asDict() for r in engine.dataframe(queries[0]).collect()]
     engine.stop()
-    assert rows == [{"ROWKEY": "p1", "SKU": "s1", "NAME": "scooter", "ROWTIME": 5}]
+    assert rows == [{"PRODUCT_ID": "p1", "SKU": "s1", "NAME": "scooter", "ROWTIME": 5}]
 
 
 def test_a_scripts_trigger_interval_paces_its_queries(spark, tmp_path):
@@ -144,7 +145,7 @@ def test_progress_lines_show_the_clock_outputs_and_dead_letters(spark, tmp_path)
 
     engine = Engine(spark, home=str(tmp_path))
     engine.execute(DDL + "CREATE TABLE names (id STRING PRIMARY KEY, label STRING) WITH (kafka_topic='names', value_format='JSON');"
-                   "CREATE STREAM labelled AS SELECT p.sku, n.label FROM products p LEFT JOIN names n ON p.product_id = n.id;")
+                   "CREATE STREAM labelled AS SELECT p.product_id, p.sku, n.label FROM products p LEFT JOIN names n ON p.product_id = n.id;")
     produce_inputs(engine.store, [
         {"topic": "products", "timestamp": 60_000, "value": {"SKU": "s1", "PRODUCT_ID": "p1", "NAME": "scooter"}},
         {"topic": "products", "timestamp": 61_000, "value": "not an object"},

@@ -32,7 +32,7 @@ TABLES_SCRIPT = """
 CREATE STREAM clicks (k INT KEY, user_id INT, n INT) WITH (kafka_topic='clicks', value_format='JSON');
 CREATE TABLE users (id INT PRIMARY KEY, team INT, name STRING) WITH (kafka_topic='users', value_format='JSON');
 CREATE TABLE teams (id INT PRIMARY KEY, title STRING) WITH (kafka_topic='teams', value_format='JSON');
-CREATE STREAM enriched AS SELECT c.n, u.name FROM clicks c LEFT JOIN users u ON c.user_id = u.id;
+CREATE STREAM enriched AS SELECT c.user_id, c.n, u.name FROM clicks c LEFT JOIN users u ON c.user_id = u.id;
 CREATE TABLE members AS SELECT u.id AS id, u.name, t.title FROM users u JOIN teams t ON u.team = t.id;
 CREATE TABLE per_team AS SELECT t.title AS title, COUNT(*) AS n FROM users u JOIN teams t ON u.team = t.id GROUP BY t.title;
 CREATE TABLE pairs AS SELECT u.id AS id, u.name, x.title FROM users u FULL OUTER JOIN teams x ON u.id = x.id;

@@ -124,7 +124,7 @@ def test_the_shells_commands(spark, tmp_path):
                       "INSERT INTO clicks (user_id, page) VALUES (4, 'home');")
     assert shell.run_input(f"RUN SCRIPT '{script}'; SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES; "
                            "UNSET 'auto.offset.reset'; SHOW PROPERTIES; SHOW TOPICS;"
-                           "PRINT clicks FROM BEGINNING LIMIT 1; CREATE STREAM pages AS SELECT page FROM clicks;"
+                           "PRINT clicks FROM BEGINNING LIMIT 1; CREATE STREAM pages AS SELECT user_id, page FROM clicks;"
                            "EXPLAIN CSAS_PAGES; DESCRIBE EXTENDED clicks; TERMINATE ALL; SHOW QUERIES")
     printed = out.getvalue()
     assert printed.count("| auto.offset.reset | earliest |") == 1 and "Unset 'auto.offset.reset'" in printed

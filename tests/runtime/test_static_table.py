@@ -66,7 +66,7 @@ def test_every_static_row_every_hour(spark, tmp_path):
 
 
 def test_the_static_join_keeps_no_streaming_state_reads_no_clock_and_counts_what_it_drops(spark, tmp_path):
-    join = "CREATE STREAM named AS SELECT e.row_id, a.name FROM events e JOIN animals a ON e.animal_id = a.animal_id;"
+    join = "CREATE STREAM named AS SELECT e.animal_id, e.row_id, a.name FROM events e JOIN animals a ON e.animal_id = a.animal_id;"
     engine, queries = _run(spark, tmp_path, join, [(1, 1), (2, None)])
     produce_inputs(engine.store, [{"topic": "events", "timestamp": 5, "value": None}])
     engine.process_all_available()

@@ -289,6 +289,27 @@ REFUSED = [
     ("ksqlDB: the grouping expressions left out of the projection", "CREATE TABLE G AS SELECT COUNT(*) AS N FROM L "
      "GROUP BY V, X;", "key-not-projected", "The query used to build `G` must include the grouping expressions V and "
      "X in its projection (eg, SELECT V, X...)."),
+    ("ksqlDB: a join's key not selected", "CREATE STREAM J AS SELECT L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 HOUR "
+     "ON L.ID = R.ID;", "key-not-projected", "The query used to build `J` must include the join expressions L.ID or "
+     "R.ID in its projection (eg, SELECT L.ID...)."),
+    ("ksqlDB: an n-way join's key not selected (the columns an input join knows equal too)",
+     "CREATE STREAM J AS SELECT L.V AS LV FROM L JOIN T ON L.ID = T.ID LEFT JOIN U ON L.ID = U.ID;", "key-not-projected",
+     "must include the join expressions L.ID, T.ID or U.ID in its projection"),
+    ("ksqlDB: an n-way join's key not selected (an input join keyed otherwise)",
+     "CREATE STREAM J AS SELECT L.V AS LV FROM L JOIN T ON L.X = T.ID JOIN U ON L.ID = U.ID;", "key-not-projected",
+     "must include the join expressions L.ID or U.ID in its projection"),
+    ("ksqlDB: a synthetic join key not selected", "INSERT INTO J SELECT L.V AS LV FROM L JOIN R WITHIN 1 HOUR "
+     "ON ABS(L.ID) = ABS(R.ID);", "key-not-projected", "must include the join expression ROWKEY in its projection (eg, "
+     "SELECT ROWKEY...).\nROWKEY was added as a synthetic key column because the join criteria did not match any "
+     "source column."),
+    ("ksqlDB: a foreign-key join without the left table's key", "CREATE TABLE J AS SELECT T.V, U.W FROM T JOIN U "
+     "ON T.X = U.ID;", "key-not-projected", "Primary key column missing in projection. For foreign-key table-table "
+     "joins, the projection must include all primary key columns from the left input table (`T`). Missing column: `ID`."),
+    ("ksqlDB: a source's key column not selected", "CREATE STREAM J AS SELECT V, X FROM L WHERE X > 1;",
+     "key-not-projected", "The query used to build `J` must include the key column ID in its projection (eg, SELECT ID...)."),
+    ("ksqlDB: a partitioning expression not selected", "CREATE STREAM J AS SELECT ID, V FROM L PARTITION BY ABS(X), V;",
+     "key-not-projected", "must include the partitioning expressions ABS(L.X) and L.V in its projection (eg, SELECT "
+     "ABS(L.X), L.V...)."),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
@@ -425,13 +446,21 @@ ACCEPTED = [
     "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
     "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",
     "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
-    "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L LEFT JOIN T ON L.ID = T.ID AND T.X > 3;",
-    "CREATE STREAM J AS SELECT L.V, T.V AS TV FROM L JOIN T ON L.X + 1 = T.ID;",
-    "CREATE STREAM J AS SELECT T.V, L.V AS LV FROM T RIGHT JOIN L ON L.ID = T.ID;",
+    "CREATE STREAM J AS SELECT L.ID AS ID, L.V, T.V AS TV FROM L LEFT JOIN T ON L.ID = T.ID AND T.X > 3;",
+    "CREATE STREAM J AS SELECT T.ID AS ID, L.V, T.V AS TV FROM L JOIN T ON L.X + 1 = T.ID;",
+    "CREATE STREAM J AS SELECT L.ID AS ID, T.V, L.V AS LV FROM T RIGHT JOIN L ON L.ID = T.ID;",
     "CREATE TABLE J AS SELECT T.ID AS ID, T.V, U.W FROM T FULL OUTER JOIN U ON T.ID = U.ID;",
+    # a join's key left out where ksqlDB allows it: a transient SELECT, a stream-stream key by either ON column
+    "SELECT L.V AS LV FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
+    "CREATE STREAM J AS SELECT R.ID AS K, L.V AS LV FROM L LEFT JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
+    "CREATE STREAM J AS SELECT ID AS K, V FROM L; CREATE STREAM P AS SELECT ABS(X) AS A, V FROM L PARTITION BY ABS(X);",
+    "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
+    "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
+    "CREATE TABLE OLD (UID STRING, NAME STRING) WITH (kafka_topic='old', value_format='json', key='UID');"
+    "CREATE STREAM J AS SELECT L.X AS X, OLD.NAME AS NAME FROM L JOIN OLD ON L.V = OLD.UID;",  # old KSQL: ROWKEY
     "CREATE TABLE C AS SELECT V, COUNT(*) AS N FROM L GROUP BY V HAVING COUNT(*) > 1;",
     "CREATE STREAM P AS SELECT * FROM L PARTITION BY V;",
-    "CREATE STREAM J AS SELECT L.V, F.N FROM L JOIN F ON L.ID = F.ID;",
+    "CREATE STREAM J AS SELECT L.ID AS ID, L.V, F.N FROM L JOIN F ON L.ID = F.ID;",
     "CREATE TABLE J AS SELECT T.ID AS ID, U.W FROM T JOIN U ON T.X = U.ID;",
     "CREATE TABLE J AS SELECT T.ID AS ID, U.W FROM T RIGHT JOIN U ON T.X = U.ID;",
     "CREATE TABLE G AS SELECT U.W AS W, COUNT(*) AS N FROM T JOIN U ON T.ID = U.ID GROUP BY U.W;",
@@ -479,7 +508,7 @@ ACCEPTED = [
     "CREATE TABLE G AS SELECT V, COUNT(*) AS N, SUM(X) / COUNT(*) AS M FROM L GROUP BY V HAVING SUM(X) > 1;",
     "CREATE TABLE G AS SELECT SUBSTRING(V, 1, 2) AS P, COUNT(*) AS N FROM L GROUP BY SUBSTRING(V, 1, 2);",
     "INSERT INTO J SELECT COUNT(*) AS n FROM Orders;",
-    "CREATE STREAM W AS SELECT V, CONCAT_WS('-', V, V) AS VV, ABS(X) AS AX FROM L;",
+    "CREATE STREAM W AS SELECT ID, V, CONCAT_WS('-', V, V) AS VV, ABS(X) AS AX FROM L;",
     # Lenses' windows and event time
     "INSERT INTO o SELECT STREAM player, COUNT(*) AS n FROM games EVENTTIME BY startedAt WHERE score > 1 "
     "WINDOW BY HOP 5m,1m GRACE BY 10s GROUP BY player;",
@@ -487,8 +516,8 @@ ACCEPTED = [
     "GROUP BY SESSION(30,s), g.player;",
     "CREATE STREAM B (K BOOLEAN KEY, V INT) WITH (kafka_topic='b', key_format='JSON', value_format='JSON');",
     "CREATE TABLE D (A INT PRIMARY KEY, B INT PRIMARY KEY, V INT) WITH (kafka_topic='d', format='JSON');",
-    "CREATE STREAM J AS SELECT STRUCT(A := X, B := V) AS S, MAP(V := X) AS M, ROUND(X) AS R, SPLIT(V, '.') AS P FROM L;",
-    "CREATE STREAM J AS SELECT V, TIMESTAMPTOSTRING(ROWTIME, 'yyyy', 'UTC') AS Y, X + 1.5 AS D, V + V AS VV FROM L "
+    "CREATE STREAM J AS SELECT ID, STRUCT(A := X, B := V) AS S, MAP(V := X) AS M, ROUND(X) AS R, SPLIT(V, '.') AS P FROM L;",
+    "CREATE STREAM J AS SELECT ID, V, TIMESTAMPTOSTRING(ROWTIME, 'yyyy', 'UTC') AS Y, X + 1.5 AS D, V + V AS VV FROM L "
     "WHERE V >= '2024' AND X = 2.5 AND ROWTIME > 0;",
 ]
 

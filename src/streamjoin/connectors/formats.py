@@ -130,20 +130,30 @@ def key_avro_schema(record_name: str, columns: list[tuple[str, str]]) -> str:
     return json.dumps(derived_avro_schema(f"{record_name}_key", columns))
 
 
-def avro_keys_to_json(schema_text: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function: each Avro ``key`` becomes the JSON text of its value (a key that does not
-    read stays as it is, and fails as a JSON key: its record is dead-lettered)."""
+def key_writer_schema(fmt: str, record_name: str, columns: list[tuple[str, str]]) -> Optional[tuple[str, str]]:
+    """(format, schema text) keys of a binary key format are written with: AVRO's ``key_avro_schema``, or the
+    key columns a PROTOBUF message is derived from (ksqlDB wraps a protobuf key, even a single column, in a
+    message of its columns); None for a text key format."""
+    if fmt == "AVRO":
+        return fmt, key_avro_schema(record_name, columns)
+    if fmt == "PROTOBUF":
+        return fmt, json.dumps(columns)
+    return None
+
+
+def binary_keys_to_json(writer: tuple[str, str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: each binary ``key`` (``key_writer_schema``) becomes JSON text, read then as a
+    JSON key: one key column's value itself, several as an object. A key that does not read stays as it is, and
+    fails as a JSON key: its record is dead-lettered."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import fastavro
-
-        schema = fastavro.parse_schema(json.loads(schema_text))
+        read = _key_reader(writer)
         for batch in batches:
             index = batch.schema.get_field_index("key")
             keys = []
             for raw in batch.column(index).to_pylist():
                 try:
-                    keys.append(None if raw is None else _avro_json(schema, raw))
+                    keys.append(None if raw is None else read(raw))
                 except Exception:  # noqa: BLE001 - any bytes the schema does not read
                     keys.append(raw)
             yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
@@ -151,11 +161,32 @@ def avro_keys_to_json(schema_text: str) -> Callable[[Iterator[pa.RecordBatch]], 
     return convert
 
 
-def key_as_json(schema_text: str, raw: bytes) -> bytes:
-    """One Avro key (``key_avro_schema``) as the JSON text of its value."""
+def _key_reader(writer: tuple[str, str]) -> Callable[[bytes], bytes]:
+    """One binary key as the JSON text a JSON key reader takes (``binary_keys_to_json``)."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import message_class, protobuf_value_as_json
+
+        columns = [tuple(c) for c in json.loads(schema_text)]
+        message = message_class(columns)
+        if len(columns) > 1:
+            return lambda raw: protobuf_value_as_json(columns, raw, message)
+        return lambda raw: json.dumps(next(iter(json.loads(protobuf_value_as_json(columns, raw, message)).values()))).encode()
     import fastavro
 
-    return _avro_json(fastavro.parse_schema(json.loads(schema_text)), raw)
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    return lambda raw: _avro_json(schema, raw)
+
+
+def key_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
+    """One binary key (``key_writer_schema``) as JSON text, as ksqlDB's tests show it: an Avro key's value, a
+    protobuf key's message (an object of its columns)."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import protobuf_value_as_json
+
+        return protobuf_value_as_json([tuple(c) for c in json.loads(schema_text)], raw)
+    return _key_reader(writer)(raw)
 
 
 def _avro_json(schema, raw: bytes) -> bytes:
@@ -164,19 +195,35 @@ def _avro_json(schema, raw: bytes) -> bytes:
     return json.dumps(fastavro.schemaless_reader(io.BytesIO(raw), schema), default=json_default).encode()
 
 
-def json_keys_to_avro(schema_text: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function: each ``key`` given as JSON text (``lower.sink``) is written in Avro."""
+def json_keys_to_binary(writer: tuple[str, str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: each ``key`` given as JSON text (``lower.sink``: one column's value itself,
+    several as an object) is written in the binary key format (``key_writer_schema``)."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import fastavro
-
-        schema = fastavro.parse_schema(json.loads(schema_text))
+        write = _key_writer(writer)
         for batch in batches:
             index = batch.schema.get_field_index("key")
-            keys = [None if raw is None else avro_bytes(schema, json.loads(raw)) for raw in batch.column(index).to_pylist()]
+            keys = [None if raw is None else write(json.loads(raw)) for raw in batch.column(index).to_pylist()]
             yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
 
     return convert
+
+
+def _key_writer(writer: tuple[str, str]) -> Callable[[Any], bytes]:
+    """A key's value (a key column's own value, or an object of several) in the binary key format."""
+    fmt, schema_text = writer
+    if fmt == "PROTOBUF":
+        from .protobuf_format import message_class, protobuf_value
+
+        columns = [tuple(c) for c in json.loads(schema_text)]
+        message = message_class(columns)
+        if len(columns) > 1:
+            return lambda key: protobuf_value(message, key)
+        return lambda key: protobuf_value(message, {columns[0][0]: key})
+    import fastavro
+
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    return lambda key: avro_bytes(schema, key)
 
 
 def avro_bytes(schema, value) -> bytes:
@@ -320,9 +367,15 @@ def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.Rec
 def encode_key(key: Any, source=None) -> Optional[bytes]:
     """A record key as streamjoin writes one it is given: an object or array as JSON, a scalar as its text
     (KAFKA), or as JSON when ``source``'s key format is JSON (ksqlDB writes a JSON key unwrapped: ``"a"``); in
-    Avro (``key_avro_schema``) when it is AVRO."""
+    Avro (``key_avro_schema``) when it is AVRO; as a message of the key columns when it is PROTOBUF (an object
+    of them, or one column's value)."""
     if key is None:
         return None
+    if source is not None and source.key_format == "PROTOBUF":
+        from .protobuf_format import value_of
+
+        columns = [(c.name, c.type) for c in source.columns if c.name in source.key_columns]
+        return value_of(columns, key if isinstance(key, dict) else {columns[0][0]: key})
     if source is not None and source.key_format == "AVRO":
         import fastavro
 

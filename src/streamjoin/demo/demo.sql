@@ -22,7 +22,7 @@ CREATE STREAM order_shipments AS
 CREATE TABLE customers (custid INT PRIMARY KEY, name STRING) WITH (kafka_topic='customers', value_format='JSON');
 CREATE STREAM purchases (purchaseid INT KEY, custid INT, amount INT) WITH (kafka_topic='purchases', value_format='JSON');
 CREATE STREAM named_purchases AS
-  SELECT p.purchaseid AS purchaseid, c.name AS name, p.amount AS amount
+  SELECT p.custid AS custid, p.purchaseid AS purchaseid, c.name AS name, p.amount AS amount
   FROM purchases p LEFT JOIN customers c ON p.custid = c.custid;
 
 -- ksqlDB foreign-key join: every account row follows its customer's changes (a table, keyed by account).

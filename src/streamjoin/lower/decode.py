@@ -8,7 +8,7 @@ value are ignored (DIALECT §1).
 Formats (``connectors.formats``): values in JSON (default), DELIMITED, AVRO or PROTOBUF (turned into JSON text first)
 or Flink's 'debezium-json' changelog envelope (``op`` c/r/u upserts the ``after`` row, ``d`` deletes the
 ``before`` row's key; the null-value record after a delete is skipped); keys in KAFKA format (a single
-primitive written as text), JSON, or AVRO (turned into JSON text first: ``connectors.formats.key_avro_schema``). Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
+primitive written as text), JSON, or AVRO or PROTOBUF (turned into JSON text first: ``connectors.formats.key_writer_schema``). Metadata columns (KSQL ``HEADERS`` and ``HEADER('k')``, Flink
 ``METADATA``) come from the record itself: its headers, timestamp, partition, offset or topic.
 
 JSON values the source reader can decode itself (``reader_decoded``) come with a struct of the decoded
@@ -38,7 +38,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
-    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, avro_keys_to_json, binary_as_json, delimiter_of, key_avro_schema,
+    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
     split_type_args, struct_fields, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
@@ -63,9 +63,10 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
-    if source.key_format == "AVRO":  # the key as the JSON text of its Avro value, then read as a JSON key
-        key_columns = [(c.name, c.type) for c in source.columns if c.origin == "key"]
-        df = df.mapInArrow(avro_keys_to_json(key_avro_schema(source.name, key_columns)), df.schema)
+    key_writer = key_writer_schema(source.key_format, source.name,
+                                   [(c.name, c.type) for c in source.columns if c.origin == "key"])
+    if key_writer is not None:  # a binary key as JSON text, then read as a JSON key
+        df = df.mapInArrow(binary_keys_to_json(key_writer), df.schema)
         source = replace(source, key_format="JSON")
         scan = replace(scan, source=source)
     if source.window is not None:
@@ -414,18 +415,20 @@ def record_field(name: str, type_: str) -> Column:
 def _key_column(source, col, multi: bool) -> Column:
     """Key column ``col`` read from the record key in ``source``'s key format; ``multi``: the key holds several
     columns (a JSON object, or DELIMITED values in key-column order). A ksqlDB source's TIMESTAMP or DATE key
-    column is read as its values are (``_ksql_time``)."""
-    numbers = _read_as_ksql(source)
+    column is read as its values are (``_ksql_time``), and so is a number column of a JSON key (``"10"`` is 10,
+    as ksqlDB's JSON deserializer coerces it: ``_ksql_coerced``)."""
+    ksql = _read_as_ksql(source)
+    key_format = source.key_format
+    json_key = key_format == "JSON" or (multi and key_format != "DELIMITED")
 
     def as_read(c) -> str:
-        return "string" if numbers and c.type in TIMES else c.type
+        return "string" if ksql and (c.type in TIMES or (json_key and c.type in COERCED)) else c.type
 
     text = F.col("key").cast("string")
-    key_format = source.key_format
     if key_format == "DELIMITED" and multi:
         row = ", ".join(f"`{c.name}` {as_read(c)}" for c in source.columns if c.origin == "key")
         value = F.from_csv(text, row, {"sep": KEY_DELIMITER}).getField(col.name)
-    elif key_format == "JSON" or multi:
+    elif json_key:
         parsed = F.from_json(text, f"`{col.name}` {as_read(col)}", JSON_READ_OPTIONS).getField(col.name)
         scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {as_read(col)}", JSON_READ_OPTIONS).getField("v")
         if not multi and source.style != "flink" and col.type.lower().startswith(("struct", "map")):
@@ -433,7 +436,14 @@ def _key_column(source, col, multi: bool) -> Column:
         value = F.when(text.startswith("{"), parsed).otherwise(scalar)
     else:
         value = text.cast(as_read(col))
-    return _ksql_time(value, col.type) if as_read(col) != col.type else value
+    if as_read(col) == col.type:
+        return value
+    if col.type in TIMES:
+        return _ksql_time(value, col.type)
+    number = value.try_cast(col.type)
+    if col.type in ("tinyint", "smallint", "int", "bigint"):  # a fraction: its whole part, as in a value
+        number = F.coalesce(number, value.try_cast("double").try_cast(col.type))
+    return number
 
 
 def read_database(spark: SparkSession, table, columns: list[tuple[str, str]], read=None) -> DataFrame:

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, DataType, DateType, LongType, MapType, StructField, StructType, TimestampType
 
 from ..connectors.database import DELETE, ORDER
-from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_avro, key_avro_schema, rows_to_binary, writer_schema
+from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
@@ -27,10 +27,10 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
-    avro_key = key_writer(sink, df)
-    key = (_json_key(sink) if avro_key else _key(sink, target.key_format, df)).alias("key")
+    binary_key = key_writer(sink, df)
+    key = (_json_key(sink) if binary_key else _key(sink, target.key_format, df)).alias("key")
     records = _records(sink, df, key, row, meta)
-    return records.mapInArrow(json_keys_to_avro(avro_key), RECORD_SCHEMA) if avro_key else records
+    return records.mapInArrow(json_keys_to_binary(binary_key), RECORD_SCHEMA) if binary_key else records
 
 
 def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
@@ -98,17 +98,17 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
     return df.select(key, value.cast("binary").alias("value"), *meta)
 
 
-def key_writer(sink: Sink, df: DataFrame) -> Optional[str]:
-    """The Avro schema an AVRO-keyed sink writes its keys with (``connectors.formats.key_avro_schema``, from the
-    result's key columns); None for any other key format. Readers of the topic decode with it."""
-    if sink.target.key_format != "AVRO" or not sink.key:
+def key_writer(sink: Sink, df: DataFrame) -> Optional[tuple[str, str]]:
+    """(format, schema) an AVRO- or PROTOBUF-keyed sink writes its keys with (``connectors.formats.key_writer_schema``,
+    from the result's key columns); None for any other key format. Readers of the topic decode with it."""
+    if not sink.key:
         return None
-    return key_avro_schema(sink.target.name, [(sink.input.field(k).name, df.schema[k].dataType.simpleString())
-                                              for k in sink.key])
+    return key_writer_schema(sink.target.key_format, sink.target.name,
+                             [(sink.input.field(k).name, df.schema[k].dataType.simpleString()) for k in sink.key])
 
 
 def _json_key(sink: Sink) -> Column:
-    """The key as JSON text, to be written in Avro: one column's value itself, several as an object."""
+    """The key as JSON text, to be written in a binary format: one column's value itself, several as an object."""
     keys = list(sink.key)
     if len(keys) == 1:
         return _json_of(F.col(keys[0])).cast("binary")

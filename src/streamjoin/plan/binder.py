@@ -249,9 +249,9 @@ class Binder:
         if column is None or column.origin not in ("key", "value"):
             raise StatementError("EVENTTIME BY takes a field of the record's key or value, not an expression",
                                  rule="event-time", pos=expr.pos)
-        if column.origin == "key" and source.key_format == "AVRO":
-            raise StatementError("EVENTTIME BY a field of an AVRO key is not supported yet: the query's clock reads "
-                                 "text and JSON keys", rule="event-time", pos=expr.pos)
+        if column.origin == "key" and source.key_format in ("AVRO", "PROTOBUF"):
+            raise StatementError(f"EVENTTIME BY a field of an {source.key_format} key is not supported yet: the query's "
+                                 "clock reads text and JSON keys", rule="event-time", pos=expr.pos)
         if column.type not in ("int", "bigint") and not column.type.startswith("timestamp"):
             raise StatementError(f"EVENTTIME BY {column.name}: the field must hold epoch milliseconds (INT or LONG) or "
                                  f"a TIMESTAMP, not {column.type.upper()}", rule="event-time", pos=expr.pos)
@@ -279,6 +279,9 @@ class Binder:
                 return scope.facet_field(node.base.name, node.field, node.base.qualifier)
             if isinstance(node, ast.Star) and not isinstance(node, Ref):
                 return node
+            if isinstance(node, ast.StructLiteral):  # a field's name as the struct gets it: STRUCT(f := x) is STRUCT(F := x)
+                return replace(node, fields=tuple((ast.Ident(ex.field_name(name), quoted=True), self.bind_expr(value, scope))
+                                                  for name, value in node.fields))
             return None
 
         return ex.transform(e, resolve)

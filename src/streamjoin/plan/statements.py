@@ -16,6 +16,7 @@ from .ddl import (
     LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_timestamp_column,
     check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
+from .ksql_keys import check_key_selected
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
@@ -241,11 +242,13 @@ class StatementPlanner:
             if style == "ksql" and declared_by(plan, "ksql"):
                 check_key_columns(target.key_format, [(c.name, c.type) for c in target.columns if c.origin == "key"],
                                   name.pos, declared=False)
-            if target.key_format == "AVRO" and target.window is not None:
-                raise StatementError("an AVRO key is not written with a window yet: store a windowed result's key "
-                                     "as JSON or STRING", rule="key-format", pos=name.pos)
-            if not transient:
-                self.catalog.add_source(target)
+            if target.key_format in ("AVRO", "PROTOBUF") and target.window is not None:
+                raise StatementError(f"an {target.key_format} key is not written with a window yet: store a windowed "
+                                     "result's key as JSON or STRING", rule="key-format", pos=name.pos)
+        if not transient and style == "ksql" and select.result_kind is None and declared_by(plan, "ksql"):
+            check_key_selected(plan, self.binder.target, select.pos)  # after the query's other refusals, as ksqlDB
+        if existing is None and not transient:
+            self.catalog.add_source(target)
         if target.database is not None and plan.kind == "TABLE" and not target.key_columns:
             raise StatementError(f"Table sink '{target.name}' doesn't support consuming update and delete changes: "
                                  "declare its PRIMARY KEY (...) NOT ENFORCED, so they become upserts and deletes",

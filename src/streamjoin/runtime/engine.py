@@ -59,7 +59,7 @@ class RunningQuery:
     checkpoint: str
     writer: object = None  # the foreachBatch function; it counts the rows it wrote
     value_writer: tuple[str, str] | None = None  # a binary sink's (format, schema): lower.sink.value_writer
-    key_writer: str | None = None  # an AVRO-keyed sink's key schema: lower.sink.key_writer
+    key_writer: tuple[str, str] | None = None  # an AVRO- or PROTOBUF-keyed sink's key schema: lower.sink.key_writer
     release: Callable[[], None] | None = None  # lets go of the Spark query (``runtime.batch_sink.sink_function``)
     spark: SparkSession | None = None  # the session it runs on (read from any thread: the status view's)
 
