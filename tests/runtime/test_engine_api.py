@@ -24,7 +24,7 @@ def test_execute_returns_started_queries_and_the_result_is_a_dataframe(spark, tm
     engine.process_all_available()
     rows = [r.asDict() for r in engine.dataframe(queries[0]).collect()]
     engine.stop()
-    assert rows == [{"PRODUCT_ID": "p1", "SKU": "s1", "NAME": "scooter", "ROWTIME": 5}]
+    assert rows == [{"ROWKEY": "p1", "SKU": "s1", "NAME": "scooter", "ROWTIME": 5}]  # the key as read back
 
 
 def test_a_scripts_trigger_interval_paces_its_queries(spark, tmp_path):

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from ..errors import StatementError
 from ..plan.expressions import INTEGRAL, field_name, static_type
-from ..plan.functions import FUNCTIONS, TRANSLATED
+from ..plan.functions import FUNCTIONS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
 from ..plan.nodes import Ref
 from ..plan.types import spark_type
 from ..sql import ast
@@ -106,7 +106,7 @@ def _call(e: ast.Call) -> Column:
         return (rounded(compile_expr(e.args[0]) / F.lit(unit)) * F.lit(unit)).cast("bigint")
     if e.name == "PROCTIME":
         return F.current_timestamp()
-    args = [compile_expr(a) for a in e.args]
+    args = [None if isinstance(a, ast.TimeUnit) else compile_expr(a) for a in e.args]  # a unit: read from ``e``
     if e.name == "AS_VALUE" and len(args) == 1:  # ksqlDB: a key column's value, copied into the value
         return args[0]
     if e.name in TRANSLATED:
@@ -180,6 +180,71 @@ def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
     return F.when(delimiter == F.lit(""), _spark("split", text, F.lit(""))).otherwise(_spark("split", text, literal, F.lit(-1)))
 
 
+def _shifted_time(e: ast.Call, _unit, count: Column, time: Column) -> Column:
+    """ksqlDB's TIMESTAMPADD / TIMESTAMPSUB (a TIMESTAMP shifted by a count of a unit, in whole milliseconds) and
+    DATEADD / DATESUB (a DATE shifted so, then cut to its day toward 1970, as Java's ``TimeUnit.toDays``); null when
+    any argument is."""
+    count, per = count.cast("bigint"), TIME_UNIT_MS[e.args[0].unit]
+    shift = count * F.lit(per) if per >= 1 else _toward_zero(count / F.lit(round(1 / per)))
+    if e.name.endswith("SUB"):
+        shift = -shift
+    if e.name.startswith("TIMESTAMP"):
+        return _spark("timestamp_millis", _spark("unix_millis", time.cast("timestamp")) + shift)
+    days = _toward_zero((_spark("unix_date", time).cast("bigint") * F.lit(86_400_000) + shift) / F.lit(86_400_000))
+    return _spark("date_from_unix_date", days.cast("int"))
+
+
+def _toward_zero(number: Column) -> Column:
+    return F.when(number >= 0, F.floor(number)).otherwise(F.ceil(number))
+
+
+def _to_json_string(e: ast.Call, value: Column) -> Column:
+    """ksqlDB's TO_JSON_STRING: any value as its JSON text (``null`` for NULL), compact; a TIMESTAMP as
+    ``yyyy-MM-dd'T'HH:mm:ss.SSS``, a DATE as ``yyyy-MM-dd``, BYTES in base64."""
+    if static_type(e.args[0]) == "binary":
+        value = F.base64(value)
+    text = F.to_json(F.array(value), {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS", "dateFormat": "yyyy-MM-dd",
+                                      "ignoreNullFields": "false"})
+    return F.regexp_extract(text, r"^\[(.*)\]$", 1)
+
+
+def _geo_distance(e: ast.Call, lat1, lon1, lat2, lon2, unit=None) -> Column:
+    """ksqlDB's GEO_DISTANCE: the great-circle distance by the haversine formula, in km (radius 6371) or, when
+    the fifth argument names miles, in miles (3959); null outside the latitudes and longitudes there are."""
+    radius = F.lit(6371.0)
+    if unit is not None:
+        name = F.lower(unit)
+        radius = (F.when(name.isin("mi", "mile", "miles"), F.lit(3959.0))
+                  .when(name.isin("km", "kilometer", "kilometers", "kilometre", "kilometres"), F.lit(6371.0)))
+    lat1, lon1, lat2, lon2 = (c.cast("double") for c in (lat1, lon1, lat2, lon2))
+
+    def haversin(delta):
+        return F.pow(F.sin(F.radians(delta) / 2), 2)
+
+    a = haversin(lat2 - lat1) + haversin(lon2 - lon1) * F.cos(F.radians(lat1)) * F.cos(F.radians(lat2))
+    valid = (F.abs(lat1) <= 90) & (F.abs(lat2) <= 90) & (F.abs(lon1) <= 180) & (F.abs(lon2) <= 180)
+    return F.when(valid, F.lit(2.0) * F.asin(F.sqrt(a)) * radius)
+
+
+def _url_part(url: Column, part: str) -> Column:
+    """A part of a URL as Java's ``URI`` reads it (null where the URL does not parse, as a ksqlDB function that
+    fails)."""
+    return _spark("try_parse_url", url, F.lit(part))
+
+
+def _uri_decoded(text: Column) -> Column:
+    """A URI component's %-escapes decoded (``URI.getQuery``, ``getPath``...): a '+' stays a '+'."""
+    return _spark("try_url_decode", F.replace(text, F.lit("+"), F.lit("%2B")))
+
+
+def _url_parameter(e: ast.Call, url: Column, name: Column) -> Column:
+    """ksqlDB's URL_EXTRACT_PARAMETER: the value of the first ``name=value`` of the URL's (decoded) query, '' for
+    a bare ``name``, null when there is none."""
+    pairs = F.filter(F.split(_uri_decoded(_url_part(url, "QUERY")), "&"), lambda p: F.split(p, "=", 2)[0] == name)
+    first = _spark("try_element_at", pairs, F.lit(1))
+    return F.when(first.isNotNull(), F.coalesce(_spark("try_element_at", F.split(first, "=", 2), F.lit(2)), F.lit("")))
+
+
 _TRANSLATIONS = {
     "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_instant(e, ms), zone), fmt),
     "STRINGTOTIMESTAMP": lambda e, text, fmt, zone=None: _spark("unix_millis", _unzoned(_spark("to_timestamp", text, fmt), zone)),
@@ -197,6 +262,20 @@ _TRANSLATIONS = {
     "JSON_KEYS": lambda e, text: _spark("json_object_keys", text),
     "SPLIT": _split,
     "RANDOM": lambda e: F.rand(),
+    "TO_JSON_STRING": _to_json_string,
+    **dict.fromkeys(UNIT_ARGUMENT, _shifted_time),
+    "ARRAY_CONCAT": lambda e, left, right: F.when(left.isNull(), right).when(right.isNull(), left).otherwise(
+        F.concat(left, right)),  # one NULL array: the other
+    "GEO_DISTANCE": _geo_distance,
+    "URL_ENCODE_PARAM": lambda e, text: _spark("url_encode", text),
+    "URL_DECODE_PARAM": lambda e, text: _spark("try_url_decode", text),
+    "URL_EXTRACT_FRAGMENT": lambda e, url: _uri_decoded(_url_part(url, "REF")),
+    "URL_EXTRACT_HOST": lambda e, url: _url_part(url, "HOST"),
+    "URL_EXTRACT_PARAMETER": _url_parameter,
+    "URL_EXTRACT_PATH": lambda e, url: _uri_decoded(_url_part(url, "PATH")),
+    "URL_EXTRACT_PORT": lambda e, url: F.regexp_extract(_url_part(url, "AUTHORITY"), r":(\d+)$", 1).try_cast("int"),
+    "URL_EXTRACT_PROTOCOL": lambda e, url: _url_part(url, "PROTOCOL"),
+    "URL_EXTRACT_QUERY": lambda e, url: _uri_decoded(_url_part(url, "QUERY")),
     "KSQL_ROUND": _ksql_round,
     "KSQL_TRUNC": _ksql_round,
     "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),

@@ -15,7 +15,7 @@ from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import aggregate_type, is_function, ksql_comparisons, ksql_variants
+from .functions import UNIT_ARGUMENT, aggregate_type, is_function, ksql_comparisons, ksql_variants, unit_argument
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -279,6 +279,10 @@ class Binder:
                 return scope.facet_field(node.base.name, node.field, node.base.qualifier)
             if isinstance(node, ast.Star) and not isinstance(node, Ref):
                 return node
+            if isinstance(node, ast.Call) and node.name in UNIT_ARGUMENT:  # TIMESTAMPADD(MINUTES, ...): a unit, no column
+                call = unit_argument(node)
+                return replace(call, args=tuple(a if isinstance(a, ast.TimeUnit) else self.bind_expr(a, scope)
+                                                for a in call.args))
             if isinstance(node, ast.StructLiteral):  # a field's name as the struct gets it: STRUCT(f := x) is STRUCT(F := x)
                 return replace(node, fields=tuple((ast.Ident(ex.field_name(name), quoted=True), self.bind_expr(value, scope))
                                                   for name, value in node.fields))

@@ -33,8 +33,18 @@ TRANSLATED = {
     "TIMESTAMPTOSTRING": (2, 3), "STRINGTOTIMESTAMP": (2, 3), "FORMAT_TIMESTAMP": (2, 3), "PARSE_TIMESTAMP": (2, 3),
     "DATETOSTRING": (2, 2), "STRINGTODATE": (2, 2), "FORMAT_DATE": (2, 2), "PARSE_DATE": (2, 2), "FROM_DAYS": (1, 1),
     "UNIX_DATE": (0, 1), "UNIX_TIMESTAMP": (0, 1), "EXTRACTJSONFIELD": (2, 2), "IS_JSON_STRING": (1, 1),
-    "JSON_KEYS": (1, 1), "SPLIT": (2, 2), "RANDOM": (0, 0),
+    "JSON_KEYS": (1, 1), "SPLIT": (2, 2), "RANDOM": (0, 0), "TO_JSON_STRING": (1, 1), "ARRAY_CONCAT": (2, 2),
+    "GEO_DISTANCE": (4, 5), "URL_ENCODE_PARAM": (1, 1), "URL_DECODE_PARAM": (1, 1), "URL_EXTRACT_FRAGMENT": (1, 1),
+    "URL_EXTRACT_HOST": (1, 1), "URL_EXTRACT_PARAMETER": (2, 2), "URL_EXTRACT_PATH": (1, 1), "URL_EXTRACT_PORT": (1, 1),
+    "URL_EXTRACT_PROTOCOL": (1, 1), "URL_EXTRACT_QUERY": (1, 1),
+    "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3),
 }
+# functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
+# (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
+# count is truncated to whole milliseconds, as ``TimeUnit.toMillis`` does
+UNIT_ARGUMENT = frozenset({"TIMESTAMPADD", "TIMESTAMPSUB", "DATEADD", "DATESUB"})
+TIME_UNIT_MS = {"NANOSECOND": 1e-6, "MICROSECOND": 1e-3, "MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000,
+                "HOUR": 3_600_000, "DAY": 86_400_000}
 # a name whose ksqlDB meaning differs from Spark's and from the other dialects': in a query over inputs all
 # declared with ksqlDB's DDL a call of it is planned as a call of its variant (``ksql_variants``), which only
 # ``lower.expressions`` knows how to run; no query can name a variant itself
@@ -135,16 +145,22 @@ RESULT_TYPES = {
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
-    "SPLIT": "array<string>", "RANDOM": "double",
+    "SPLIT": "array<string>", "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
+    **dict.fromkeys(("TO_JSON_STRING", "URL_ENCODE_PARAM", "URL_DECODE_PARAM", "URL_EXTRACT_FRAGMENT", "URL_EXTRACT_HOST",
+                     "URL_EXTRACT_PARAMETER", "URL_EXTRACT_PATH", "URL_EXTRACT_PROTOCOL", "URL_EXTRACT_QUERY"), "string"),
+    "DATEADD": "date", "DATESUB": "date",
 }
 # calls whose result has their first argument's type
-SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST", "LEAST"})
+SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
+                              "LEAST", "ARRAY_CONCAT"})
 
 
 def call_type(name: str, argument_types: list[str]) -> str:
     """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
+    if name in ("TIMESTAMPADD", "TIMESTAMPSUB"):  # the type of the time it shifts (the unit is no typed argument)
+        return argument_types[-1] if argument_types else ""
     if name in ("KSQL_ROUND", "KSQL_TRUNC") and argument_types:  # ksqlDB's Round and Trunc: a whole number is a BIGINT
         first, places = argument_types[0], len(argument_types) > 1
         if first in ("tinyint", "smallint", "int", "bigint", "double", "float"):
@@ -189,13 +205,28 @@ def arity_problem(call) -> str | None:
     """What is wrong with the number of arguments of a call of a translated function, in ksqlDB's words (its
     types as ksqlDB names them), or None."""
     fewest, most = TRANSLATED.get(call.name, (0, 1 << 30))
-    if fewest <= len(call.args) <= most:
+    unit_missing = call.name in UNIT_ARGUMENT and not (call.args and isinstance(call.args[0], ast.TimeUnit))
+    if fewest <= len(call.args) <= most and not unit_missing:
         return None
     from .types import ksql_type_name
 
     types = ", ".join(ksql_type_name(ex.static_type(a)) or "NULL" for a in call.args)
     name = next((k for k, v in KSQL_VARIANTS.items() if v == call.name), call.name)
     return f"Function '{name}' does not accept parameters ({types})."
+
+
+def unit_argument(call: ast.Call) -> ast.Call:
+    """A call of a function taking a bare time unit first (``UNIT_ARGUMENT``) with that argument as a ``TimeUnit``
+    (singular) when it names one of the units it takes, not a column; any other first argument stays, and is
+    refused with the call's types (``arity_problem``)."""
+    first = call.args[0] if call.args else None
+    if not isinstance(first, ast.Column) or first.qualifier is not None or first.name.quoted:
+        return call
+    unit = first.name.text.upper()
+    unit = unit[:-1] if unit.endswith("S") else unit
+    if unit not in TIME_UNIT_MS:
+        return call
+    return replace(call, args=(ast.TimeUnit(unit, pos=first.pos), *call.args[1:]))
 
 
 def ksql_variants(e):
