@@ -310,6 +310,13 @@ REFUSED = [
     ("ksqlDB: a partitioning expression not selected", "CREATE STREAM J AS SELECT ID, V FROM L PARTITION BY ABS(X), V;",
      "key-not-projected", "must include the partitioning expressions ABS(L.X) and L.V in its projection (eg, SELECT "
      "ABS(L.X), L.V...)."),
+    ("ksqlDB: a system column's name as an alias", "CREATE STREAM J AS SELECT ID, X AS rowtime FROM L;", "reserved-name",
+     "`ROWTIME` is a reserved column name. You cannot use it as an alias for a column."),
+    ("ksqlDB: a system column selected unaliased by a persistent query", "CREATE STREAM J AS SELECT ID, ROWTIME FROM L;",
+     "reserved-name", "Reserved column name in select: `ROWTIME`. Please remove or alias the column."),
+    ("ksqlDB: a source column named as a system column", "CREATE STREAM Z (ID INT KEY, WINDOWSTART BIGINT) WITH "
+     "(kafka_topic='z', value_format='JSON');", "reserved-name",
+     "'WINDOWSTART' is a reserved column name. You cannot use it as a name for a column."),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
@@ -456,6 +463,8 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT ID AS K, V FROM L; CREATE STREAM P AS SELECT ABS(X) AS A, V FROM L PARTITION BY ABS(X);",
     "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
     "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
+    "SELECT ID, ROWTIME FROM L; CREATE STREAM RT AS SELECT ID, ROWTIME AS RT FROM L; CREATE STREAM J2 AS SELECT L.ID AS ID, "
+    "L.ROWTIME, R.ROWTIME FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID; CREATE STREAM P2 AS SELECT * FROM L PARTITION BY ROWTIME;",
     "CREATE TABLE OLD (UID STRING, NAME STRING) WITH (kafka_topic='old', value_format='json', key='UID');"
     "CREATE STREAM J AS SELECT L.X AS X, OLD.NAME AS NAME FROM L JOIN OLD ON L.V = OLD.UID;",  # old KSQL: ROWKEY
     "CREATE TABLE C AS SELECT V, COUNT(*) AS N FROM L GROUP BY V HAVING COUNT(*) > 1;",

@@ -14,6 +14,7 @@ from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
+from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .functions import UNIT_ARGUMENT, aggregate_type, is_function, ksql_comparisons, ksql_variants, unit_argument
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
@@ -84,6 +85,10 @@ class Binder:
         items = self._expand_items(select.items, scope, ksql_join, ksql_partition)
         if ksql_join:
             items = _ksql_join_column_names(items, scope)
+        if ksql:  # the items as written: a column * selects is never refused
+            written = [(i.expr, i.alias) for i in select.items if not isinstance(i.expr, ast.Star)]
+            check_reserved_names(_ksql_join_column_names(written, scope) if ksql_join else written,
+                                 persistent=self.statement != "SELECT")
         if select.emit == "FINAL" and select.time_window is None:
             raise StatementError("EMIT FINAL is only supported for windowed aggregations.", rule="emit-final",
                                  pos=select.pos)

@@ -7,6 +7,7 @@ from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
+from .ksql_projection import SYSTEM_COLUMNS
 from .settings import interval_ms
 from .types import spark_type
 
@@ -41,6 +42,9 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
         return _foreign_table(stmt, name, props, servers or {})
     for col in stmt.columns:
         col_name = display_name(col.name, style)
+        if stmt.dialect == "ksql" and col_name.upper() in SYSTEM_COLUMNS:
+            raise StatementError(f"'{col_name}' is a reserved column name. You cannot use it as a name for a column.",
+                                 rule="reserved-name", pos=col.name.pos)
         if col.computed is not None:
             if isinstance(col.computed, ast.Call) and col.computed.name == "PROCTIME":
                 proctime = col_name

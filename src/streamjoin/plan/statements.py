@@ -16,7 +16,7 @@ from .ddl import (
     LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_timestamp_column,
     check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
-from .ksql_keys import check_key_selected
+from .ksql_projection import check_key_selected
 from .scope import restart_ids
 from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk

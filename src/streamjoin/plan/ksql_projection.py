@@ -1,5 +1,10 @@
-"""ksqlDB's rule that a persistent query selects its result's key (its ``validateKeyPresent``), in its words, for a
-ksqlDB CREATE ... AS SELECT or INSERT INTO over ksqlDB-declared inputs. A transient SELECT, Lenses, SQLstream and
+"""ksqlDB's refusals of a query's SELECT, in its words, for a ksqlDB query over ksqlDB-declared inputs.
+
+Reserved names (its ``Analyzer``): no SELECT item may be named as a system column (``ROWTIME``, ``ROWPARTITION``,
+``ROWOFFSET``, ``WINDOWSTART``, ``WINDOWEND``) by an alias; a persistent query may not select one unaliased either
+(a transient SELECT may).
+
+The key (its ``validateKeyPresent``): a CREATE ... AS SELECT or INSERT INTO must select its result's key. A transient SELECT, Lenses, SQLstream and
 Flink carry an unselected key along unseen; so does a script in old KSQL's style, whose inputs name their key with
 the ``KEY`` property (its result key was the implicit ``ROWKEY``: the seeds' partitioning example). By what keys
 the result (ksqlDB checks the first of these it meets under the SELECT):
@@ -25,6 +30,25 @@ from . import expressions as ex
 from .nodes import Filter, Join, PlanNode, Project, Ref, Repartition, Scan, expr_text, walk
 
 SYNTHETIC_KEY_DOC = "https://cnfl.io/2LV7ouS"  # ksqlDB's DocumentationLinks.SYNTHETIC_JOIN_KEY_DOC_URL
+
+
+SYSTEM_COLUMNS = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
+
+
+def check_reserved_names(items: Sequence[tuple[ast.Expr, object]], persistent: bool) -> None:
+    """Refuse a SELECT item (written expression, alias or None) named as a system column."""
+    for expr, alias in items:
+        column = expr.name.text if isinstance(expr, ast.Column) else None
+        name = alias.text if isinstance(alias, ast.Ident) else alias if isinstance(alias, str) else column
+        reserved = next((c for c in SYSTEM_COLUMNS if name is not None and name.upper() == c), None)
+        if reserved is None:
+            continue
+        if column is None or column.upper() != reserved:
+            raise StatementError(f"`{reserved}` is a reserved column name. You cannot use it as an alias for a column.",
+                                 rule="reserved-name", pos=getattr(alias, "pos", None) or expr.pos)
+        if persistent:
+            raise StatementError(f"Reserved column name in select: `{reserved}`. Please remove or alias the column.",
+                                 rule="reserved-name", pos=expr.pos)
 
 
 def check_key_selected(plan: PlanNode, target: str, pos: ast.Pos) -> None:
