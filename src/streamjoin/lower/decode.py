@@ -44,7 +44,7 @@ from ..connectors.formats import (
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
-from ..plan.nodes import OWN_ROWTIME, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
+from ..plan.nodes import OWN_ROWTIME, RECORD_POSITIONS, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
 from .expressions import compile_expr
 
 
@@ -376,6 +376,8 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
         rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
     selected += [rowtime.alias(f.id) for f in _own_rowtimes(scan)]
+    selected += [record_field(*RECORD_POSITIONS[f.name]).alias(f.id) for f in scan.fields
+                 if f.hidden and f.name in RECORD_POSITIONS]
     selected += [rowtime.alias(ROWTIME), F.col("seq").alias(SEQ), F.lit(0).cast("bigint").alias(SUB),
                  F.col("stream_time").alias(STREAM_TIME)]
     if "topic_times" in df.columns:  # read for a KSQL windowed join (``lower.lowering.side_topics``)

@@ -21,7 +21,7 @@ from .group_windows import auxiliary, group_window, ksql_window, lenses_group_wi
 from .joins import bind_join
 from .inference import infer_source
 from .nodes import (
-    EXISTENCE, OWN_ROWTIME, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
+    EXISTENCE, OWN_ROWTIME, RECORD_POSITIONS, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
     declared_by, naming_style, table_filter_operator, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
@@ -38,12 +38,24 @@ def _qualified_rowtimes(select: ast.Select) -> frozenset:
                      if isinstance(n, ast.Column) and n.qualifier is not None and n.name.text.casefold() in ROWTIME_NAMES)
 
 
+def _reads_positions(select: ast.Select) -> bool:
+    """Whether the query reads ksqlDB's ROWPARTITION or ROWOFFSET (``nodes.RECORD_POSITIONS``) anywhere."""
+    exprs = [item.expr for item in select.items] + [select.where, select.having, *select.group_by, *select.partition_by]
+    item = select.from_
+    while isinstance(item, ast.Join):
+        exprs.append(item.on)
+        item = item.left
+    return any(isinstance(n, ast.Column) and n.name.text.upper() in RECORD_POSITIONS
+               for e in exprs if e is not None for n in ex.walk(e))
+
+
 class Binder:
     def __init__(self, catalog: Catalog, sample_topic: Optional[Callable[[str], list]] = None):
         self.catalog = catalog
         self.sample_topic = sample_topic  # topic -> its first (key, value) records, for ``inferred``
         self._own_rowtimes: frozenset = frozenset()  # the SELECT being bound: inputs whose alias.ROWTIME it reads
         self.plain_select = True  # the SELECT being bound is no SELECT STREAM / SELECT TABLE (Lenses, SQLstream)
+        self._positions = False  # the SELECT being bound reads ROWPARTITION or ROWOFFSET
         self.statement = "CREATE TABLE AS SELECT"  # the statement being planned, as ksqlDB names it in messages
         self.target = ""  # the name of the stream or table it writes
 
@@ -55,10 +67,11 @@ class Binder:
         select = pull_where_into_comma_joins(subqueries_as_joins(select, self.catalog))
         outer_rowtimes, self._own_rowtimes = self._own_rowtimes, _qualified_rowtimes(select)
         outer_plain, self.plain_select = self.plain_select, select.result_kind is None
+        outer_positions, self._positions = self._positions, _reads_positions(select)
         try:
             scope = self.bind_from(select.from_, windows)
         finally:
-            self._own_rowtimes, self.plain_select = outer_rowtimes, outer_plain
+            self._own_rowtimes, self.plain_select, self._positions = outer_rowtimes, outer_plain, outer_positions
         node = scope.node
         style = style or naming_style(node)
         if style != "flink" and select.time_window is None:  # Lenses: GROUP BY tumble(1,m), ...
@@ -225,6 +238,10 @@ class Binder:
                 # ``alias.ROWTIME`` in a ksqlDB join: the record's own time (of a query's sink too)
                 scan = replace(scan, fields=scan.fields + (
                     Field(alias, OWN_ROWTIME, new_id(f"{alias}_rowtime"), "bigint", hidden=True),))
+            if self._positions and target.dialect in ("ksql", ""):  # ksqlDB's ROWPARTITION and ROWOFFSET
+                scan = replace(scan, fields=scan.fields + tuple(
+                    Field(alias, name, new_id(f"{alias}_{name.lower()}"), type_, hidden=True)
+                    for name, (_, type_) in RECORD_POSITIONS.items()))
             return scan
         if isinstance(target, TemporalFunction):
             raise StatementError(f"{target.name} is a temporal table function: use LATERAL TABLE ({target.name}(time))",

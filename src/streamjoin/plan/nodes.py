@@ -18,6 +18,9 @@ SEQ = "_seq"  # physical column: ingestion order of the record that produced the
 SUB = "_sub"  # physical column: position among the rows one input record produced
 STREAM_TIME = "_stream_time"  # physical column: stream time when the producing record was read
 OWN_ROWTIME = "ROWTIME"  # a scan's hidden field holding its record's own time, where a join reads alias.ROWTIME
+# ksqlDB's pseudo-columns of a record's position, as hidden fields of a scan whose query reads them: name -> (the
+# record's metadata it reads, type)
+RECORD_POSITIONS = {"ROWPARTITION": ("partition", "int"), "ROWOFFSET": ("offset", "bigint")}
 TOPIC_TIMES = "_topic_times"  # physical column, where a KSQL windowed join needs it: each input topic's own clock
 TOMBSTONE = "_tombstone"  # physical column on changelogs: the row deletes its key
 WINDOW_START = "_window_start"  # physical column of a ksqlDB windowed result: its window's start (ms), part of its key

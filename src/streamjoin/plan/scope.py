@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import PREPARING, StatementError
 from ..sql import ast
-from .nodes import OWN_ROWTIME, ROWTIME, WINDOW_END, WINDOW_START, Field, Join, PlanNode, Ref, Scan, walk
+from .nodes import OWN_ROWTIME, RECORD_POSITIONS, ROWTIME, WINDOW_END, WINDOW_START, Field, Join, PlanNode, Ref, Scan, walk
 
 _ids = itertools.count()
 
@@ -126,6 +126,15 @@ class Scope:
             if own:  # a joined input's record time (``Binder``: ``alias.ROWTIME`` in a join)
                 return Ref(own[0].id, "bigint", f"{own[0].qualifier}.ROWTIME", pos=col.pos)
             return Ref(ROWTIME, "bigint", "ROWTIME", pos=col.pos)
+        if name.upper() in RECORD_POSITIONS:  # ksqlDB's ROWPARTITION / ROWOFFSET: the scans' hidden copies (``Binder``)
+            found = [f for f in self.node.fields if f.hidden and f.name == name.upper()
+                     and (col.qualifier is None or matches(col.qualifier, f.qualifier))]
+            if len(found) > 1:
+                raise StatementError(f"Column '{name.upper()}' is ambiguous. Could be "
+                                     f"{' or '.join(f'{f.qualifier.upper()}.{f.name}' for f in found)}.",
+                                     rule="ambiguous-column", pos=col.pos)
+            if found:
+                return Ref(found[0].id, found[0].type, _qualified(found[0]), pos=col.pos)
         if name in WINDOW_BOUND_NAMES and _windowed_scan(self.node):  # a windowed source's window (its key's)
             column = WINDOW_START if name == "windowstart" else WINDOW_END
             return Ref(column, "bigint", name.upper(), pos=col.pos)
