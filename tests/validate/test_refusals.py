@@ -317,6 +317,12 @@ REFUSED = [
     ("ksqlDB: a source column named as a system column", "CREATE STREAM Z (ID INT KEY, WINDOWSTART BIGINT) WITH "
      "(kafka_topic='z', value_format='JSON');", "reserved-name",
      "'WINDOWSTART' is a reserved column name. You cannot use it as a name for a column."),
+    ("ksqlDB: a DELIMITED value column of a nested type", "CREATE STREAM D (ID INT KEY, A ARRAY<INT>) WITH "
+     "(kafka_topic='d', value_format='DELIMITED');", "value-format", "The 'DELIMITED' format does not support type 'ARRAY'"),
+    ("ksqlDB: a DELIMITED key column of a nested type", "CREATE STREAM D (K STRUCT<F DOUBLE> KEY, V INT) WITH "
+     "(kafka_topic='d', key_format='DELIMITED', value_format='JSON');", "key-format", "format: DELIMITED\nschema: "
+     "Persistence{columns=[`K` STRUCT<`F` DOUBLE> KEY], features=[]}\nreason: The 'DELIMITED' format does not support "
+     "type 'STRUCT', column: `K`"),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",

@@ -424,6 +424,11 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
             raise StatementError(f"The 'KAFKA' format only supports a single field. Got: [{got}]", rule="value-format", pos=pos)
         if columns and columns[0][1].lower() not in KAFKA_VALUE_TYPES:
             raise StatementError(f"The 'KAFKA' format does not support type '{columns[0][1].upper()}'", rule="value-format", pos=pos)
+    if value_format == "DELIMITED":
+        nested = next(((n, t) for n, t in columns if _nested_base(t)), None)
+        if nested is not None:
+            raise StatementError(f"The 'DELIMITED' format does not support type '{_nested_base(nested[1])}'",
+                                 rule="value-format", pos=pos)
     if value_format == "PROTOBUF":
         from ..connectors.protobuf_format import check_columns
 
@@ -448,19 +453,30 @@ def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, decl
                 f"behavior due to inconsistent serialization. Key column name: `{name}`. Column type: "
                 f"{ksql_type_name(type_)}. See https://github.com/confluentinc/ksql/issues/6621 for more.",
                 rule="key-format", pos=pos)
-    if key_format != "KAFKA" or not columns:
+    if key_format not in ("KAFKA", "DELIMITED") or not columns:
         return
     listed = "[" + ", ".join(f"`{name}` {ksql_type_name(type_)} KEY" for name, type_ in columns) + "]"
     unsupported = [type_ for _, type_ in columns if type_.lower() not in KAFKA_VALUE_TYPES]
-    if len(columns) > 1 and declared:
+    nested = next(((n, t) for n, t in columns if _nested_base(t)), None)
+    if key_format == "DELIMITED" and nested is None:
+        return
+    if key_format == "DELIMITED":
+        reason = f"The 'DELIMITED' format does not support type '{_nested_base(nested[1])}', column: `{nested[0]}`"
+    elif len(columns) > 1 and declared:
         reason = f"The 'KAFKA' format only supports a single field. Got: {listed}"
     elif unsupported:
         base = ksql_type_name(unsupported[0]).split("<")[0].split("(")[0]
         reason = f"The 'KAFKA' format does not support type '{base}'"
     else:
         return
-    raise StatementError(f"Key format does not support schema.\nformat: KAFKA\nschema: Persistence{{columns={listed}, "
+    raise StatementError(f"Key format does not support schema.\nformat: {key_format}\nschema: Persistence{{columns={listed}, "
                          f"features=[]}}\nreason: {reason}", rule="key-format", pos=pos)
+
+
+def _nested_base(spark_type: str) -> str:
+    """ARRAY, MAP or STRUCT for a Spark type of that kind, which ksqlDB's DELIMITED format cannot hold; else ""."""
+    head = spark_type.lower().split("<")[0].strip()
+    return {"array": "ARRAY", "map": "MAP", "struct": "STRUCT"}.get(head, "")
 
 
 def _find(columns: list[ColumnInfo], name: str) -> Optional[ColumnInfo]:
