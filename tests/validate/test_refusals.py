@@ -323,6 +323,12 @@ REFUSED = [
      "(kafka_topic='d', key_format='DELIMITED', value_format='JSON');", "key-format", "format: DELIMITED\nschema: "
      "Persistence{columns=[`K` STRUCT<`F` DOUBLE> KEY], features=[]}\nreason: The 'DELIMITED' format does not support "
      "type 'STRUCT', column: `K`"),
+    ("ksqlDB: an unknown key format", "CREATE STREAM U (ID INT KEY, V INT) WITH (kafka_topic='u', key_format='FOO', "
+     "value_format='JSON');", "key-format", "Unknown format: FOO"),
+    ("ksqlDB: a JSON MAP whose keys are no strings", "CREATE STREAM M (ID INT KEY, S STRUCT<M MAP<INT, DOUBLE>>) WITH "
+     "(kafka_topic='m', value_format='JSON');", "value-format", "JSON only supports MAP types with STRING keys"),
+    ("ksqlDB: an AVRO sink MAP whose keys are no strings", "CREATE STREAM A WITH (value_format='AVRO') AS SELECT ID, "
+     "MAP(X := V) AS M FROM L;", "value-format", "Avro only supports MAPs with STRING keys"),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",

@@ -75,8 +75,10 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     _refuse_duplicates(columns, name, stmt.pos)
     connector = str(props.get("connector", "kafka")).lower()
     value_format = value_format_of(props, stmt.pos)
-    check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos)
+    check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos,
+                        ksql=stmt.dialect == "ksql")
     if stmt.dialect == "ksql":
+        check_ksql_key_format(key_format_of(props, style), stmt.pos)
         check_key_columns(key_format_of(props, style), [(c.name, c.type) for c in columns if c.origin == "key"], stmt.pos)
     changelog = value_format.lower() if value_format.lower() in CHANGELOG_FORMATS else None
     kind = _kind(stmt, style, connector, changelog, key_columns)
@@ -363,7 +365,18 @@ def key_format_of(props: dict, style: str, default: str | None = None) -> str:
     declared = props.get("key_format") or props.get("key.format")
     if declared is None and style != "flink":
         declared = props.get("format")
-    return str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
+    fmt = str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
+    return "PROTOBUF" if fmt == "PROTOBUF_NOSR" else fmt  # no Schema Registry: the same bytes
+
+
+KSQL_KEY_FORMATS = ("KAFKA", "JSON", "JSON_SR", "DELIMITED", "AVRO", "PROTOBUF", "NONE")  # JSON_SR: read as JSON
+
+
+def check_ksql_key_format(key_format: str, pos) -> None:
+    """Refuse a ksqlDB key format streamjoin does not know, in ksqlDB's words."""
+    if key_format not in KSQL_KEY_FORMATS:
+        raise StatementError(f"Unknown format: {key_format}: key format {key_format} is not supported (use one of "
+                             f"{', '.join(KSQL_KEY_FORMATS)})", rule="key-format", pos=pos)
 
 
 def _refuse_duplicates(columns: list[ColumnInfo], name: str, pos) -> None:
@@ -396,7 +409,8 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
     fmt = normalise_format(declared)
     if fmt is None:
         known = ", ".join(sorted({f for f in VALUE_FORMATS}))
-        raise StatementError(f"value format {declared} is not supported (use one of {known})", rule="value-format", pos=pos)
+        raise StatementError(f"Unknown format: {declared}: value format {declared} is not supported (use one of {known})",
+                             rule="value-format", pos=pos)
     return fmt
 
 
@@ -413,17 +427,23 @@ def check_delimiter(props: dict, pos) -> None:
                          "Example valid value: ';'", rule="value-delimiter", pos=pos)
 
 
-def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos) -> None:
+def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos, ksql: bool = False) -> None:
     """Refuse value columns the format cannot hold (a PROTOBUF array of arrays; KAFKA: more than one column,
-    or one that is not a primitive), in ksqlDB's words."""
+    or one that is not a primitive; DELIMITED: a nested type; ``ksql``, ksqlDB's JSON and AVRO: a MAP whose
+    keys are no strings), in ksqlDB's words."""
+    if ksql and value_format in ("JSON", "AVRO") and any(_map_key_not_string(t) for _, t in columns):
+        raise StatementError("JSON only supports MAP types with STRING keys" if value_format == "JSON"
+                             else "Avro only supports MAPs with STRING keys", rule="value-format", pos=pos)
     if value_format == "KAFKA":
         from ..connectors.formats import KAFKA_VALUE_TYPES
+        from .types import ksql_type_name
 
         if len(columns) > 1:
-            got = ", ".join(f"`{n}` {t.upper()}" for n, t in columns)
+            got = ", ".join(f"`{n}` {ksql_type_name(t)}" for n, t in columns)
             raise StatementError(f"The 'KAFKA' format only supports a single field. Got: [{got}]", rule="value-format", pos=pos)
         if columns and columns[0][1].lower() not in KAFKA_VALUE_TYPES:
-            raise StatementError(f"The 'KAFKA' format does not support type '{columns[0][1].upper()}'", rule="value-format", pos=pos)
+            base = ksql_type_name(columns[0][1]).split("<")[0].split("(")[0]
+            raise StatementError(f"The 'KAFKA' format does not support type '{base}'", rule="value-format", pos=pos)
     if value_format == "DELIMITED":
         nested = next(((n, t) for n, t in columns if _nested_base(t)), None)
         if nested is not None:
@@ -471,6 +491,21 @@ def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, decl
         return
     raise StatementError(f"Key format does not support schema.\nformat: {key_format}\nschema: Persistence{{columns={listed}, "
                          f"features=[]}}\nreason: {reason}", rule="key-format", pos=pos)
+
+
+def _map_key_not_string(spark_type: str) -> bool:
+    """Whether a Spark type is or holds a MAP whose keys are not strings."""
+    from ..connectors.formats import split_type_args
+
+    text = spark_type.strip()
+    head, _, inner = text.partition("<")
+    if not inner:
+        return False
+    args = split_type_args(inner[:-1]) if head.lower() != "struct" else [
+        part.split(":", 1)[1] for part in split_type_args(inner[:-1]) if ":" in part]
+    if head.lower() == "map" and args[0].strip().lower() != "string":
+        return True
+    return any(_map_key_not_string(a) for a in args)
 
 
 def _nested_base(spark_type: str) -> str:

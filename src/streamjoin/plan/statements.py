@@ -13,7 +13,7 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_timestamp_column,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_ksql_key_format, check_timestamp_column,
     check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
 from .ksql_projection import check_key_selected
@@ -238,8 +238,10 @@ class StatementPlanner:
                 # a ksqlDB query's sink is a ksqlDB stream or table: written, and read by later queries, by its rules
                 dialect="ksql" if style == "ksql" and declared_by(plan, "ksql") else "",
             )
-            check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos)
+            check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos,
+                                ksql=style == "ksql" and declared_by(plan, "ksql"))
             if style == "ksql" and declared_by(plan, "ksql"):
+                check_ksql_key_format(target.key_format, name.pos)
                 check_key_columns(target.key_format, [(c.name, c.type) for c in target.columns if c.origin == "key"],
                                   name.pos, declared=False)
             if target.key_format in ("AVRO", "PROTOBUF") and target.window is not None:
