@@ -329,6 +329,10 @@ REFUSED = [
      "(kafka_topic='m', value_format='JSON');", "value-format", "JSON only supports MAP types with STRING keys"),
     ("ksqlDB: an AVRO sink MAP whose keys are no strings", "CREATE STREAM A WITH (value_format='AVRO') AS SELECT ID, "
      "MAP(X := V) AS M FROM L;", "value-format", "Avro only supports MAPs with STRING keys"),
+    ("ksqlDB: a declaration without a value format", "CREATE STREAM N (ID INT KEY, V INT) WITH (kafka_topic='n');",
+     "value-format", "Statement is missing the 'VALUE_FORMAT' property from the WITH clause."),
+    ("ksqlDB: FORMAT beside VALUE_FORMAT", "CREATE STREAM N (ID INT KEY, V INT) WITH (kafka_topic='n', format='JSON', "
+     "value_format='JSON');", "value-format", "Cannot supply both 'VALUE_FORMAT' and 'FORMAT' properties"),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
@@ -475,6 +479,7 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT ID AS K, V FROM L; CREATE STREAM P AS SELECT ABS(X) AS A, V FROM L PARTITION BY ABS(X);",
     "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
     "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
+    "SET 'ksql.persistence.default.format.value' = 'JSON'; CREATE STREAM N2 (ID INT KEY, V INT) WITH (kafka_topic='n2');",
     "SELECT ID, ROWTIME FROM L; CREATE STREAM RT AS SELECT ID, ROWTIME AS RT FROM L; CREATE STREAM J2 AS SELECT L.ID AS ID, "
     "L.ROWTIME, R.ROWTIME FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID; CREATE STREAM P2 AS SELECT * FROM L PARTITION BY ROWTIME;",
     "CREATE TABLE OLD (UID STRING, NAME STRING) WITH (kafka_topic='old', value_format='json', key='UID');"

@@ -20,7 +20,8 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
     return {p.name.lower(): p.value for p in props}
 
 
-def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None) -> SourceInfo:
+def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None,
+                    default_value_format: Optional[str] = None) -> SourceInfo:
     """The catalog entry a CREATE STREAM|TABLE declares; ``name``: the name it is shown with (schema-qualified
     where the script says so), else its own name as the dialect shows it.
 
@@ -34,6 +35,13 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     props = properties_dict(stmt.properties)
     if stmt.dialect == "ksql":
         check_delimiter(props, stmt.pos)
+        check_ksql_formats(props, stmt.pos)
+        if not any(k in props for k in ("value_format", "format")):  # ksqlDB names no default of its own
+            if default_value_format is None:
+                raise StatementError("Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either "
+                                     "provide one or set a default via the 'ksql.persistence.default.format.value' "
+                                     "config.", rule="value-format", pos=stmt.pos)
+            props = {**props, "value_format": default_value_format}
     name = name or display_name(stmt.name, style)
     columns: list[ColumnInfo] = []
     key_columns: list[str] = []
@@ -367,6 +375,15 @@ def key_format_of(props: dict, style: str, default: str | None = None) -> str:
         declared = props.get("format")
     fmt = str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
     return "PROTOBUF" if fmt == "PROTOBUF_NOSR" else fmt  # no Schema Registry: the same bytes
+
+
+def check_ksql_formats(props: dict, pos) -> None:
+    """ksqlDB's FORMAT sets the key and the value format: neither may be given beside it."""
+    for part in ("key", "value"):
+        if "format" in props and f"{part}_format" in props:
+            raise StatementError(f"Cannot supply both '{part.upper()}_FORMAT' and 'FORMAT' properties, as 'FORMAT' sets "
+                                 "both key and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and "
+                                 "'VALUE_FORMAT'.", rule="value-format", pos=pos)
 
 
 KSQL_KEY_FORMATS = ("KAFKA", "JSON", "JSON_SR", "DELIMITED", "AVRO", "PROTOBUF", "NONE")  # JSON_SR: read as JSON

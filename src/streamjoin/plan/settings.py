@@ -17,6 +17,7 @@ DATA_LOSS = "failOnDataLoss"  # 'false': a Kafka partition whose checkpointed re
 OFFSET_RESET = "auto.offset.reset"  # where a query without a checkpoint starts: 'earliest' (default) or 'latest'
 STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an idle key's rows
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
+DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"  # ksqlDB: the value format of a declaration naming none
 RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
 RESULT_MODES = ("tableau", "changelog", "table")
 BOOTSTRAP = "bootstrap.servers"  # the Kafka broker a script's topics are on (``connectors.kafka_client``)
@@ -32,6 +33,7 @@ READ = {  # what each setting streamjoin reads does here
     OFFSET_RESET: "where a query without a checkpoint starts reading its inputs: earliest or latest",
     STATE_TTL: "how long a Flink regular join keeps the rows of a key with no change",
     DEFAULT_KEY_FORMAT: "the key format of a result with key columns whose source's key format is NONE",
+    DEFAULT_VALUE_FORMAT: "the value format of a ksqlDB CREATE STREAM or TABLE that names none",
     RESULT_MODE: "how a bare SELECT shows its rows: tableau, changelog or table",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
     BOOTSTRAP: "the Kafka broker the script's topics are on",

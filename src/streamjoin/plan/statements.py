@@ -13,12 +13,12 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_ksql_key_format, check_timestamp_column,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_ksql_formats, check_ksql_key_format, check_timestamp_column,
     check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
-from .settings import DEFAULT_KEY_FORMAT, check_setting, sink_partitions
+from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
 
@@ -84,7 +84,8 @@ class StatementPlanner:
         if isinstance(stmt, ast.CreateSource):
             qualified = stmt.name.schema is not None or self.catalog.schema is not None
             info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None,
-                                   servers=self.catalog.servers)
+                                   servers=self.catalog.servers,
+                                   default_value_format=self.catalog.properties.get(DEFAULT_VALUE_FORMAT))
             self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
             return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
         if isinstance(stmt, ast.CreateView):
@@ -225,6 +226,7 @@ class StatementPlanner:
         else:
             if style == "ksql":
                 check_delimiter(props, name.pos)
+                check_ksql_formats(props, name.pos)
             columns_out = _columns_of(plan, keys_in_value)
             default_key = str(self.catalog.properties.get(DEFAULT_KEY_FORMAT, "KAFKA")).upper()
             formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
