@@ -333,6 +333,12 @@ REFUSED = [
      "value-format", "Statement is missing the 'VALUE_FORMAT' property from the WITH clause."),
     ("ksqlDB: FORMAT beside VALUE_FORMAT", "CREATE STREAM N (ID INT KEY, V INT) WITH (kafka_topic='n', format='JSON', "
      "value_format='JSON');", "value-format", "Cannot supply both 'VALUE_FORMAT' and 'FORMAT' properties"),
+    ("ksqlDB: a comparison with the NULL literal", "CREATE STREAM C AS SELECT ID, V <> NULL AS B FROM L;",
+     "expression-type", "Comparison with NULL not supported: V <> NULL"),
+    ("ksqlDB: a bare NULL selected", "CREATE STREAM C AS SELECT ID, NULL AS N FROM L;", "expression-type",
+     "Can't infer a type of null. Please explicitly cast it to a required type, e.g. CAST(null AS VARCHAR)."),
+    ("ksqlDB: a join on the NULL literal", "CREATE STREAM J AS SELECT * FROM L JOIN R WITHIN 10 SECONDS ON L.ID = null;",
+     "ksql-join-criteria", "Invalid comparison expression 'null' in join '(L.ID = null)'."),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",

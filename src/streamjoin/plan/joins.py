@@ -444,6 +444,8 @@ def _ksql_text(expr: ast.Expr, scope: Scope, binder: "Binder") -> str:
             qualifier = field.qualifier if field is not None else None
         name = expr.name.text if expr.name.quoted else expr.name.text.upper()
         return f"{qualifier.upper()}.{name}" if qualifier else name
+    if isinstance(expr, ast.Literal) and expr.kind in ("null", "boolean"):
+        return str(expr.value).lower() if expr.value is not None else "null"  # ksqlDB writes null, true, false
     if isinstance(expr, ast.Literal):
         return f"'{expr.value}'" if expr.kind == "string" else str(expr.value)
     return expr_text(expr).upper()

@@ -83,6 +83,9 @@ def _check_expressions(plan: PlanNode) -> None:
                 raise StatementError(f"Type error in {clause} expression: Should evaluate to boolean but is "
                                      f"{_ksql_text_of(expression, texts)} ({shown}) instead.", rule="expression-type",
                                      pos=getattr(expression, "pos", None))
+            if ksql and isinstance(node, Project) and isinstance(expression, ast.Literal) and expression.kind == "null":
+                raise StatementError("Can't infer a type of null. Please explicitly cast it to a required type, e.g. "
+                                     "CAST(null AS VARCHAR).", rule="expression-type", pos=expression.pos)
             for e in ex.walk(expression):
                 problem = _expression_problem(e, texts) if ksql else None
                 if problem is None and isinstance(e, ast.Call):
@@ -171,6 +174,8 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
     """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
     if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
         return None
+    if e.op in _COMPARISONS and any(isinstance(side, ast.Literal) and side.kind == "null" for side in (e.left, e.right)):
+        return f"Comparison with NULL not supported: {_ksql_text_of(e.left, texts)} {e.op} {_ksql_text_of(e.right, texts)}"
     bases = [_ksql_base(e.left), _ksql_base(e.right)]
     if not all(bases):
         return None
