@@ -339,6 +339,11 @@ REFUSED = [
      "Can't infer a type of null. Please explicitly cast it to a required type, e.g. CAST(null AS VARCHAR)."),
     ("ksqlDB: a join on the NULL literal", "CREATE STREAM J AS SELECT * FROM L JOIN R WITHIN 10 SECONDS ON L.ID = null;",
      "ksql-join-criteria", "Invalid comparison expression 'null' in join '(L.ID = null)'."),
+    ("ksqlDB: INSERT INTO a stream of another schema", "CREATE STREAM O AS SELECT ID, V FROM L; INSERT INTO O "
+     "SELECT ID, X AS V FROM L;", "insert-into", "Incompatible schema between results and sink.\nResult schema is `ID` "
+     "INTEGER KEY, `V` INTEGER\nSink schema is `ID` INTEGER KEY, `V` STRING"),
+    ("ksqlDB: INSERT INTO a table", "INSERT INTO T SELECT ID, V, X FROM L;", "insert-into",
+     "INSERT INTO can only be used to insert into a stream. T is a table."),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
@@ -485,6 +490,8 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT ID AS K, V FROM L; CREATE STREAM P AS SELECT ABS(X) AS A, V FROM L PARTITION BY ABS(X);",
     "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
     "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
+    "CREATE STREAM W (ID INT KEY, N BIGINT, D DOUBLE) WITH (kafka_topic='w', value_format='JSON'); "
+    "INSERT INTO W SELECT ID, X AS N, X AS D FROM L;",  # an INT where a BIGINT or DOUBLE goes: cast
     "SET 'ksql.persistence.default.format.value' = 'JSON'; CREATE STREAM N2 (ID INT KEY, V INT) WITH (kafka_topic='n2');",
     "SELECT ID, ROWTIME FROM L; CREATE STREAM RT AS SELECT ID, ROWTIME AS RT FROM L; CREATE STREAM J2 AS SELECT L.ID AS ID, "
     "L.ROWTIME, R.ROWTIME FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.ID; CREATE STREAM P2 AS SELECT * FROM L PARTITION BY ROWTIME;",

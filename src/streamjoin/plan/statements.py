@@ -18,6 +18,7 @@ from .ddl import (
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
+from .types import ksql_type_name
 from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
@@ -223,6 +224,8 @@ class StatementPlanner:
         keys_in_value = style == "flink" or select.result_kind == "STREAM"
         if existing is not None:
             target = existing
+            if not transient and style == "ksql" and declared_by(plan, "ksql") and existing.dialect == "ksql":
+                _check_ksql_insert(existing, plan, select.pos)
         else:
             if style == "ksql":
                 check_delimiter(props, name.pos)
@@ -333,6 +336,44 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     if key_format == "NONE" and any(not plan.field(k).hidden for k in plan.key):
         key_format = default_key_format  # ksqlDB: a result with a key is not written without one
     return key_format, value_format
+
+
+def _check_ksql_insert(sink: SourceInfo, plan: PlanNode, pos) -> None:
+    """ksqlDB's INSERT INTO: only into a stream, and a result whose schema is the stream's (the same column names,
+    the same key columns; types alike, or a number the sink's number type takes: ``_takes``), in its words."""
+    if sink.kind == "TABLE":
+        raise StatementError(f"INSERT INTO can only be used to insert into a stream. {sink.name} is a table.",
+                             rule="insert-into", pos=pos)
+    keys = [plan.field(k) for k in plan.key if not plan.field(k).hidden]
+    result = [(f.name, f.type, True) for f in keys] + [(f.name, f.type, False) for f in plan.fields
+                                                       if not f.hidden and f not in keys]
+    stored = [(c.name, c.type, c.origin == "key") for c in sink.columns if c.origin in ("key", "value")]
+    stored = [c for c in stored if c[2]] + [c for c in stored if not c[2]]
+
+    def schema(cols) -> str:
+        return ", ".join(f"`{n}` {ksql_type_name(t or 'string')}{' KEY' if key else ''}" for n, t, key in cols)
+
+    if len(result) != len(stored) or any(
+            rn.casefold() != sn.casefold() or rk != sk or not _takes(st, rt)
+            for (rn, rt, rk), (sn, st, sk) in zip(result, stored)):
+        raise StatementError(f"Incompatible schema between results and sink.\nResult schema is {schema(result)}\n"
+                             f"Sink schema is {schema(stored)}", rule="insert-into", pos=pos)
+
+
+_WIDER = {"int": ("bigint", "decimal", "double"), "bigint": ("decimal", "double"), "decimal": ("double",)}
+
+
+def _takes(sink_type: str, result_type: str) -> bool:
+    """Whether a sink column of ``sink_type`` takes a result column of ``result_type`` (unknown: it may): the same
+    type, or a number ksqlDB casts to it implicitly (INT to BIGINT, DECIMAL or DOUBLE, ...)."""
+    if not result_type or sink_type.lower() == result_type.lower():
+        return True
+    sink, result = _number_base(sink_type), _number_base(result_type)
+    return sink in _WIDER.get(result, ()) or sink == result == "decimal"
+
+
+def _number_base(spark_type: str) -> str:
+    return spark_type.lower().split("(")[0].replace("integer", "int")
 
 
 def _columns_of(plan: PlanNode, keys_in_value: bool) -> tuple[ColumnInfo, ...]:
