@@ -344,6 +344,10 @@ REFUSED = [
      "INTEGER KEY, `V` INTEGER\nSink schema is `ID` INTEGER KEY, `V` STRING"),
     ("ksqlDB: INSERT INTO a table", "INSERT INTO T SELECT ID, V, X FROM L;", "insert-into",
      "INSERT INTO can only be used to insert into a stream. T is a table."),
+    ("ksqlDB: an IN list value of another type", "CREATE STREAM C AS SELECT ID, V FROM L WHERE X IN (10, V);",
+     "expression-type", "Invalid Predicate: operator does not exist: INTEGER = STRING (V)"),
+    ("ksqlDB: an IN list string that is no number", "CREATE STREAM C AS SELECT ID, V FROM L WHERE X IN (10, '1x');",
+     "expression-type", 'Invalid Predicate: invalid input syntax for type INTEGER: "1x".'),
     ("ksqlDB: a grouping expression selected twice", "CREATE TABLE G AS SELECT V, V AS V2, COUNT(*) AS N FROM L GROUP BY V;",
      "key-projected-twice", "The projection contains a key column more than once: `V` and `V2`."),
     ("ksqlDB: only the grouping expression selected", "CREATE TABLE G AS SELECT V FROM L GROUP BY V HAVING COUNT(*) > 1;",
@@ -490,6 +494,7 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT ID AS K, V FROM L; CREATE STREAM P AS SELECT ABS(X) AS A, V FROM L PARTITION BY ABS(X);",
     "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
     "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
+    "CREATE STREAM I AS SELECT ID, V FROM L WHERE X IN (1, '2', 3.5, NULL) AND V IN ('a', 1, true);",
     "CREATE STREAM W (ID INT KEY, N BIGINT, D DOUBLE) WITH (kafka_topic='w', value_format='JSON'); "
     "INSERT INTO W SELECT ID, X AS N, X AS D FROM L;",  # an INT where a BIGINT or DOUBLE goes: cast
     "SET 'ksql.persistence.default.format.value' = 'JSON'; CREATE STREAM N2 (ID INT KEY, V INT) WITH (kafka_topic='n2');",

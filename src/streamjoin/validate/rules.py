@@ -172,6 +172,8 @@ def _ksql_text_of(e, texts: dict) -> str:
 
 def _expression_problem(e, texts: dict) -> Optional[str]:
     """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
+    if isinstance(e, ast.InList):
+        return _in_list_problem(e, texts)
     if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
         return None
     if e.op in _COMPARISONS and any(isinstance(side, ast.Literal) and side.kind == "null" for side in (e.left, e.right)):
@@ -188,6 +190,143 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
     if all(b in _NUMBERS_BY_WIDTH for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
         return None
     return f"Error processing expression: {_ksql_text_of(e, texts)}. Unsupported arithmetic types. {bases[0]} {bases[1]}"
+
+
+class _NotCoercible(Exception):
+    """ksqlDB's ``CoercionUtil``: a value of a list the list's common type cannot take (message in its words)."""
+
+
+def _in_list_problem(e: ast.InList, texts: dict) -> Optional[str]:
+    """ksqlDB's check of ``x IN (a, b, ...)`` (``CoercionUtil.coerceUserList`` over the operand and the values):
+    each value must be coercible to the type of those before it: numbers widen (INTEGER, BIGINT, DECIMAL, DOUBLE),
+    a string literal must parse as the number or BOOLEAN it stands for, a literal may become a STRING, a constructed
+    ARRAY, MAP or STRUCT is checked element by element; anything else must have the same type."""
+    try:
+        common = ""
+        for item in (e.operand, *e.items):
+            common = _common_type(item, common, texts)
+    except _NotCoercible as err:
+        return f"Invalid Predicate: {err}"
+    return None
+
+
+def _literal_type(e) -> str:
+    """A value's Spark type; a decimal literal's DECIMAL(precision, scale) as ksqlDB types it."""
+    if isinstance(e, ast.Literal) and e.kind == "decimal":
+        digits = str(e.value).lstrip("-")
+        whole, _, fraction = digits.partition(".")
+        return f"decimal({max(len(whole.lstrip('0')) + len(fraction), 1)},{len(fraction)})"
+    return ex.static_type(e)
+
+
+def _common_type(item, target: str, texts: dict) -> str:
+    """The common type of ``target`` (the list's so far, "" before the first value or where unknown) and
+    ``item``'s, or ``_NotCoercible``."""
+    source = _literal_type(item)
+    if isinstance(item, ast.Literal) and item.kind == "null" or not source:
+        return target
+    if not target:
+        return source
+    base = _base_type(target)
+    if isinstance(item, (ast.ArrayLiteral, ast.MapLiteral, ast.StructLiteral)):
+        kind = {ast.ArrayLiteral: "ARRAY", ast.MapLiteral: "MAP", ast.StructLiteral: "STRUCT"}[type(item)]
+        if base != kind:
+            raise _NotCoercible(_no_operator(item, source, target, texts))
+        try:
+            _constructed(item, target, texts)
+        except _NotCoercible as err:
+            if str(err).startswith("invalid input syntax"):
+                raise
+            raise _NotCoercible(_no_operator(item, source, target, texts)) from None
+        return target
+    if isinstance(item, ast.Literal) and item.kind == "string" and (base in _NUMBERS_BY_WIDTH or base == "BOOLEAN"):
+        text = str(item.value).strip().lower()
+        if base == "BOOLEAN":  # SqlBooleans: any prefix of true, false, yes or no
+            if not text or not any(word.startswith(text) for word in ("true", "false", "yes", "no")):
+                raise _NotCoercible(f'invalid input syntax for type BOOLEAN: "{item.value}".')
+            return target
+        try:
+            float(text)
+        except ValueError:
+            raise _NotCoercible(f'invalid input syntax for type {base}: "{item.value}".') from None
+        return target
+    if base in _NUMBERS_BY_WIDTH and _base_type(source) in _NUMBERS_BY_WIDTH:
+        return _wider_number(source, target)
+    literal = isinstance(item, ast.Literal)
+    if _coercible(source, target, literal):
+        return target
+    if _coercible(target, source, literal):
+        return source
+    raise _NotCoercible(_no_operator(item, source, target, texts))
+
+
+def _wider_number(a: str, b: str) -> str:
+    """The common type of two numbers: the wider base type; two DECIMALs (an INTEGER is a DECIMAL(10, 0), a
+    BIGINT a DECIMAL(19, 0)) widened to hold both (``DecimalUtil.widen``)."""
+    wider = max(_base_type(a), _base_type(b), key=_NUMBERS_BY_WIDTH.index)
+    if wider != "DECIMAL":
+        return a if _base_type(a) == wider else b
+
+    def digits(t: str) -> tuple[int, int]:
+        base = _base_type(t)
+        if base != "DECIMAL":
+            return (10, 0) if base == "INTEGER" else (19, 0)
+        precision, scale = t[t.index("(") + 1:-1].split(",")
+        return int(precision), int(scale)
+
+    (p1, s1), (p2, s2) = digits(a), digits(b)
+    scale = max(s1, s2)
+    return f"decimal({max(p1 - s1, p2 - s2) + scale},{scale})"
+
+
+def _constructed(item, target: str, texts: dict) -> None:
+    """Each element of a constructed ARRAY, MAP or STRUCT against ``target``'s element types."""
+    from ..connectors.formats import split_type_args
+
+    args = split_type_args(target[target.index("<") + 1:-1])
+    if isinstance(item, ast.ArrayLiteral):
+        for value in item.items:
+            _common_type(value, args[0], texts)
+    elif isinstance(item, ast.MapLiteral):
+        for key, value in item.entries:
+            _common_type(key, args[0], texts)
+            _common_type(value, args[1], texts)
+    else:
+        fields = {n.strip().strip("`").upper(): t for n, t in (a.split(":", 1) for a in args)}
+        for name, value in item.fields:
+            if ex.field_name(name).upper() in fields:
+                _common_type(value, fields[ex.field_name(name).upper()], texts)
+
+
+def _coercible(source: str, target: str, literal: bool) -> bool:
+    """ksqlDB's ``DefaultSqlValueCoercer.canCoerce``, on types: STRICT for expressions, LAX for literals (which
+    may also become a STRING)."""
+    from ..connectors.formats import split_type_args
+
+    s, t = _base_type(source), _base_type(target)
+    if s in _NUMBERS_BY_WIDTH and t in _NUMBERS_BY_WIDTH:
+        return _NUMBERS_BY_WIDTH.index(s) <= _NUMBERS_BY_WIDTH.index(t)
+    if s in ("ARRAY", "MAP", "STRUCT"):
+        if s != t:
+            return False
+        inner_s, inner_t = (split_type_args(x[x.index("<") + 1:-1]) for x in (source, target))
+        if s == "STRUCT":
+            fields_s, fields_t = ({n.strip().strip("`").upper(): ty for n, ty in (f.split(":", 1) for f in inner)}
+                                  for inner in (inner_s, inner_t))
+            return fields_s.keys() == fields_t.keys() and all(
+                _coercible(fields_s[n], fields_t[n], literal) for n in fields_s)
+        return len(inner_s) == len(inner_t) and all(_coercible(a, b, literal) for a, b in zip(inner_s, inner_t))
+    if s == t:
+        return True
+    if s == "STRING" and t in ("TIMESTAMP", "TIME", "DATE", "BYTES"):
+        return True
+    return literal and t == "STRING" and s in ("BOOLEAN", "INTEGER", "BIGINT", "DECIMAL", "DOUBLE", "TIMESTAMP", "TIME",
+                                                "DATE")
+
+
+def _no_operator(item, source: str, target: str, texts: dict) -> str:
+    return (f"operator does not exist: {ksql_type_name(target)} = {ksql_type_name(source)} ({_ksql_text_of(item, texts)})"
+            "\nHint: You might need to add explicit type casts.")
 
 
 def _check_event_times(plan: PlanNode) -> None:
