@@ -147,7 +147,7 @@ def binary_keys_to_json(writer: tuple[str, str]) -> Callable[[Iterator[pa.Record
     fails as a JSON key: its record is dead-lettered."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = _key_reader(writer)
+        read, _ = _key_codec(writer)
         for batch in batches:
             index = batch.schema.get_field_index("key")
             keys = []
@@ -161,21 +161,24 @@ def binary_keys_to_json(writer: tuple[str, str]) -> Callable[[Iterator[pa.Record
     return convert
 
 
-def _key_reader(writer: tuple[str, str]) -> Callable[[bytes], bytes]:
-    """One binary key as the JSON text a JSON key reader takes (``binary_keys_to_json``)."""
+def _key_codec(writer: tuple[str, str]) -> tuple[Callable[[bytes], bytes], Callable[[Any], bytes]]:
+    """(read, write) of one binary key (``key_writer_schema``): its bytes as the JSON text a JSON key reader takes,
+    and a key's value (one key column's own value, or an object of several) as its bytes."""
     fmt, schema_text = writer
     if fmt == "PROTOBUF":
-        from .protobuf_format import message_class, protobuf_value_as_json
+        from .protobuf_format import message_class, protobuf_value, protobuf_value_as_json
 
         columns = [tuple(c) for c in json.loads(schema_text)]
         message = message_class(columns)
         if len(columns) > 1:
-            return lambda raw: protobuf_value_as_json(columns, raw, message)
-        return lambda raw: json.dumps(next(iter(json.loads(protobuf_value_as_json(columns, raw, message)).values()))).encode()
+            return (lambda raw: protobuf_value_as_json(columns, raw, message)), (lambda key: protobuf_value(message, key))
+        return ((lambda raw: json.dumps(next(iter(json.loads(protobuf_value_as_json(columns, raw, message)).values())))
+                 .encode()),
+                lambda key: protobuf_value(message, {columns[0][0]: key}))
     import fastavro
 
     schema = fastavro.parse_schema(json.loads(schema_text))
-    return lambda raw: _avro_json(schema, raw)
+    return (lambda raw: _avro_json(schema, raw)), (lambda key: avro_bytes(schema, key))
 
 
 def key_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
@@ -186,7 +189,7 @@ def key_as_json(writer: tuple[str, str], raw: bytes) -> bytes:
         from .protobuf_format import protobuf_value_as_json
 
         return protobuf_value_as_json([tuple(c) for c in json.loads(schema_text)], raw)
-    return _key_reader(writer)(raw)
+    return _key_codec(writer)[0](raw)
 
 
 def _avro_json(schema, raw: bytes) -> bytes:
@@ -200,30 +203,13 @@ def json_keys_to_binary(writer: tuple[str, str]) -> Callable[[Iterator[pa.Record
     several as an object) is written in the binary key format (``key_writer_schema``)."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        write = _key_writer(writer)
+        _, write = _key_codec(writer)
         for batch in batches:
             index = batch.schema.get_field_index("key")
             keys = [None if raw is None else write(json.loads(raw)) for raw in batch.column(index).to_pylist()]
             yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
 
     return convert
-
-
-def _key_writer(writer: tuple[str, str]) -> Callable[[Any], bytes]:
-    """A key's value (a key column's own value, or an object of several) in the binary key format."""
-    fmt, schema_text = writer
-    if fmt == "PROTOBUF":
-        from .protobuf_format import message_class, protobuf_value
-
-        columns = [tuple(c) for c in json.loads(schema_text)]
-        message = message_class(columns)
-        if len(columns) > 1:
-            return lambda key: protobuf_value(message, key)
-        return lambda key: protobuf_value(message, {columns[0][0]: key})
-    import fastavro
-
-    schema = fastavro.parse_schema(json.loads(schema_text))
-    return lambda key: avro_bytes(schema, key)
 
 
 def avro_bytes(schema, value) -> bytes:
