@@ -40,9 +40,23 @@ def _layout(home: Path) -> dict:
     return json.loads((home / "checkpoints" / "CSAS_J" / "layout.json").read_text())
 
 
-def test_a_checkpoint_of_state_layout_1_resumes_with_its_stored_rows_and_counters(spark, tmp_path):
+def _unpacked(home: Path) -> None:
+    """The fixture's home, moved to ``home``: Spark's operator metadata names each state schema file by its absolute
+    path (``file:/tmp/p51/l1/checkpoints/...``, where the fixture was made), so those paths are rewritten (and their
+    checksum files dropped, which Hadoop's local file system then does without)."""
     with tarfile.open(FIXTURE) as archive:
-        archive.extractall(tmp_path, filter="data")
+        archive.extractall(home, filter="data")
+    for metadata in home.glob("checkpoints/*/state/*/_metadata/v2/*"):
+        if metadata.name.endswith(".crc"):
+            continue
+        text = metadata.read_text()
+        recorded = text[text.index('"file:') + 1:text.index("/checkpoints/")]
+        metadata.write_text(text.replace(recorded, f"file:{home}"))
+        metadata.with_name(f".{metadata.name}.crc").unlink(missing_ok=True)
+
+
+def test_a_checkpoint_of_state_layout_1_resumes_with_its_stored_rows_and_counters(spark, tmp_path):
+    _unpacked(tmp_path)
     joined, metrics = _resume(spark, tmp_path, LATER[:1])
     assert joined == [(0, {"V": "v0", "W": "w0"}), (1, {"V": "v1", "W": "w1"})]
     assert (metrics["state_rows"], metrics["null_key"]) == (6, 1)
