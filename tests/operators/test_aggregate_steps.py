@@ -15,7 +15,9 @@ from streamjoin.operators.aggregate import AggSpec, _fold, _result, accumulate
 from streamjoin.plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE
 from tests.operators.segmented import as_step, one_at_a_time
 
-FUNCTIONS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "COLLECT_LIST", "COLLECT_SET"]
+FUNCTIONS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "COLLECT_LIST", "COLLECT_SET",
+             "HISTOGRAM", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP"]
+NUMBERS_ONLY = ("SUM", "AVG", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP")
 VALUES = {  # argument columns as a batch hands them over: integers (float when a null is among them), floats, ...
     "ints": lambda rng: rng.choice([None, *range(-3, 4)]),
     "floats": lambda rng: rng.choice([None, 0.1, 0.2, 1e16, -3.5, 7.25]),
@@ -37,7 +39,7 @@ def reference(spec, values, codes, prior):
 @pytest.mark.parametrize("kind", sorted(VALUES))
 @pytest.mark.parametrize("seed", range(4))
 def test_whole_batch_accumulation_agrees_with_the_fold(fn, kind, seed):
-    if kind == "strings" and fn in ("SUM", "AVG"):
+    if kind == "strings" and fn in NUMBERS_ONLY or kind == "decimals" and fn in NUMBERS_ONLY[2:]:
         pytest.skip("not an aggregate of this type")
     rng = random.Random(seed)
     spec = AggSpec(fn.split()[0], "v", "out", distinct=fn.endswith("DISTINCT"))
@@ -440,4 +442,6 @@ def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn
         return acc
 
     merged = _merged([(folded(earlier),), (folded(later),)], [spec])[0]
-    assert _result(fn, merged, distinct) == _result(fn, folded(earlier + later), distinct)
+    exact = fn not in aggregate.VARIANCES  # merged by ksqlDB's pairwise formula: equal up to rounding
+    expected = _result(fn, folded(earlier + later), distinct)
+    assert _result(fn, merged, distinct) == (expected if exact else pytest.approx(expected, rel=1e-12))

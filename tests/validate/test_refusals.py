@@ -382,6 +382,75 @@ REFUSED = [
      "Error in WHERE expression: Cannot compare L_X (INTEGER) to R_V (STRING) with GREATER_THAN."),
     ("ksqlDB: a BOOLEAN ordered", "CREATE STREAM J AS SELECT V, (X > 1) < TRUE AS B FROM L;", "expression-type",
      "Cannot compare (X > 1) (BOOLEAN) to TRUE (BOOLEAN) with LESS_THAN."),
+    ("ksqlDB: a lambda where no function takes one", "CREATE STREAM J AS SELECT ID, UCASE(x => x) AS U FROM L;",
+     "lambda-argument", "UCASE takes no lambda: only TRANSFORM, FILTER, REDUCE do"),
+    ("ksqlDB: a map's lambda over an array", "CREATE STREAM J AS SELECT ID, FILTER(ARRAY[X], (k, v) => v > 1) AS U FROM L;",
+     "lambda-argument", "FILTER over an ARRAY takes FILTER(collection, x => ...)"),
+    ("ksqlDB: TRANSFORM without a lambda", "CREATE STREAM J AS SELECT ID, TRANSFORM(ARRAY[X], X) AS U FROM L;",
+     "lambda-argument", "TRANSFORM over an ARRAY takes TRANSFORM(collection, x => ...)"),
+    ("ksqlDB: a map TRANSFORM without its value lambda",
+     "CREATE STREAM J AS SELECT ID, TRANSFORM(MAP('a' := X), (k, v) => k) AS U FROM L;",
+     "lambda-argument", "TRANSFORM(collection, (k, v) => new key, (k, v) => new value)"),
+    ("ksqlDB: INSERT VALUES into a SOURCE stream", "CREATE SOURCE STREAM RO (ID INT KEY, V STRING) WITH (kafka_topic='ro', value_format='JSON'); INSERT INTO RO VALUES (1, 'a');", "read-only-source",
+     "Cannot insert values into read-only stream: RO"),
+    ("ksqlDB: INSERT INTO a SOURCE stream", "CREATE SOURCE STREAM RO (ID INT KEY, V STRING) WITH (kafka_topic='ro', value_format='JSON'); INSERT INTO RO SELECT ID, V FROM L;", "read-only-source",
+     "Cannot insert into read-only stream: RO"),
+    ("ksqlDB: a SOURCE stream's topic deleted", "CREATE SOURCE STREAM RO (ID INT KEY, V STRING) WITH (kafka_topic='ro', value_format='JSON'); DROP STREAM RO DELETE TOPIC;", "read-only-source",
+     "Cannot delete topic for read-only source: RO"),
+    ("ksqlDB: a SOURCE stream replaced", "CREATE SOURCE STREAM RO (ID INT KEY, V STRING) WITH (kafka_topic='ro', value_format='JSON'); CREATE OR REPLACE STREAM RO (ID INT KEY) WITH (kafka_topic='ro', "
+     "value_format='JSON');", "read-only-source", "Cannot add stream 'RO': CREATE OR REPLACE is not supported on source streams."),
+    ("ksqlDB: a SOURCE stream altered", "CREATE SOURCE STREAM RO (ID INT KEY, V STRING) WITH (kafka_topic='ro', value_format='JSON'); ALTER STREAM RO ADD COLUMN N INT;", "read-only-source",
+     "Cannot alter stream 'RO': ALTER operations are not supported on source streams."),
+    ("ksqlDB: a column added twice", "ALTER STREAM L ADD COLUMN v STRING;", "alter-source",
+     "Cannot add column `V` to schema. A column with the same name already exists."),
+    ("ksqlDB: a query's stream altered", "CREATE STREAM C AS SELECT ID, V FROM L; ALTER STREAM C ADD COLUMN N INT;",
+     "alter-source", "ALTER command is not supported for CREATE ... AS SELECT sources."),
+    ("ksqlDB: no columns in a format that cannot infer them", "CREATE STREAM NC WITH (kafka_topic='nc', "
+     "value_format='DELIMITED');", "no-columns", "No columns supplied."),
+    ("ksqlDB: a table's KEY column", "CREATE TABLE TK (ID INT KEY, V STRING) WITH (kafka_topic='tk', "
+     "value_format='JSON');", "key-kind", "Column `ID` is a 'KEY' column: please use 'PRIMARY KEY' for tables."),
+    ("ksqlDB: a stream's PRIMARY KEY column", "CREATE STREAM SK (ID INT PRIMARY KEY, V STRING) WITH (kafka_topic='sk', "
+     "value_format='JSON');", "key-kind", "Column `ID` is a 'PRIMARY KEY' column: please use 'KEY' for streams."),
+    ("ksqlDB: a table without a key", "CREATE TABLE NK2 (V STRING) WITH (kafka_topic='nk2', value_format='JSON');",
+     "table-needs-key", "Tables require a PRIMARY KEY. Please define the PRIMARY KEY."),
+    ("ksqlDB: a windowed source without a key", "CREATE STREAM WK (V STRING) WITH (kafka_topic='wk', value_format='JSON', "
+     "window_type='SESSION');", "windowed-source-key", "Windowed sources require a key column."),
+    ("ksqlDB: key columns in the NONE key format", "CREATE STREAM NK3 (ID INT KEY, V STRING) WITH (kafka_topic='nk3', "
+     "key_format='NONE', value_format='JSON');", "key-format",
+     "The 'NONE' format can only be used when no columns are defined. Got: [`ID` INTEGER KEY]"),
+    ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
+     "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
+     "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ("ksqlDB: INSERT VALUES into a header column", "CREATE STREAM HS (ID INT KEY, H BYTES HEADER('h'), V INT) WITH "
+     "(kafka_topic='hs', value_format='JSON'); INSERT INTO HS (ID, H) VALUES (1, NULL);", "insert-into-headers",
+     "Cannot insert into HEADER columns: H"),
+    ("ksqlDB: PARTITION BY NULL and a column", "CREATE STREAM P2 AS SELECT ID, V FROM L PARTITION BY NULL, X;",
+     "partition-by", "Cannot PARTITION BY multiple columns including NULL"),
+    ("ksqlDB: a key format for records without a key", "CREATE STREAM P3 WITH (key_format='JSON') AS SELECT ID, V "
+     "FROM L PARTITION BY NULL;", "key-format", "Key format specified for stream without key columns."),
+    ("ksqlDB: a key selected twice", "CREATE STREAM K2 AS SELECT ID, ID AS ID2, V FROM L;", "key-projected-twice",
+     "The projection contains a key column (`ID`) more than once, aliased as: ID and ID2."),
+    ("ksqlDB: only the key selected", "CREATE STREAM K3 AS SELECT ID FROM L;", "no-value-columns",
+     "The projection contains no value columns."),
+    ("ksqlDB: GREATEST of INTEGER and BIGINT", "CREATE STREAM G AS SELECT ID, GREATEST(X, CAST(X AS BIGINT)) AS G "
+     "FROM L;", "expression-type", "Function 'greatest' cannot be resolved due to ambiguous method parameters "
+     "(INTEGER, BIGINT)."),
+    ("ksqlDB: LEAST of a string and a number", "CREATE STREAM G AS SELECT ID, LEAST(V, X) AS G FROM L;",
+     "expression-type", "Function 'least' does not accept parameters (STRING, INTEGER)."),
+    ("ksqlDB: an empty ARRAY", "CREATE STREAM A0 AS SELECT ID, ARRAY[] AS A FROM L;", "expression-type",
+     "Array constructor cannot be empty"),
+    ("ksqlDB: a MAP of NULL values", "CREATE STREAM M0 AS SELECT ID, MAP(V := NULL) AS M FROM L;", "expression-type",
+     "Cannot construct a map with all NULL values"),
+    ("ksqlDB: an ARRAY element not of the others' type", "CREATE STREAM A1 AS SELECT ID, ARRAY[X, 'ten'] AS A FROM L;",
+     "expression-type", 'invalid input syntax for type INTEGER: "ten"'),
+    ("ksqlDB: a string cast to an ARRAY", "CREATE STREAM C1 AS SELECT ID, CAST(V AS ARRAY<INT>) AS C FROM L;",
+     "expression-type", "Cast of STRING to ARRAY<INTEGER> is not supported"),
+    ("ksqlDB: STDDEV over a DELIMITED input", "CREATE STREAM D (ID INT KEY, N INT) WITH (kafka_topic='d', "
+     "value_format='DELIMITED'); CREATE TABLE DS AS SELECT ID, STDDEV_SAMPLE(N) AS S FROM D GROUP BY ID;", "value-format",
+     "One of the functions used in the statement has an intermediate type that the value format can not handle."),
+    ("ksqlDB: CORRELATION of one column", "CREATE TABLE CR AS SELECT ID, CORRELATION(X) AS C FROM L GROUP BY ID;",
+     "aggregate-arguments", "CORRELATION takes two columns"),
+    ("ksqlDB: s->* of no STRUCT", "CREATE STREAM SS AS SELECT ID, V->* FROM L;", "expression-type", "V->* needs a STRUCT"),
     ("ksqlDB: arrays ordered", "CREATE STREAM J AS SELECT V FROM L WHERE ARRAY[X] < ARRAY[X];", "expression-type",
      "Cannot compare ARRAY[X] (ARRAY<INTEGER>) to ARRAY[X] (ARRAY<INTEGER>) with LESS_THAN."),
     ("ksqlDB: an aggregate compared with a STRING in HAVING", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V "
@@ -495,6 +564,14 @@ ACCEPTED = [
     "CREATE STREAM S WITH (KEY_FORMAT='JSON') AS SELECT STRUCT(F1 := X) AS S, V FROM L PARTITION BY STRUCT(f1 := X);",
     "CREATE STREAM N AS SELECT V FROM L PARTITION BY NULL;",
     "CREATE STREAM I AS SELECT ID, V FROM L WHERE X IN (1, '2', 3.5, NULL) AND V IN ('a', 1, true);",
+    "CREATE STREAM ST (ID INT KEY, S STRUCT<a INT, `b c` STRING>) WITH (kafka_topic='st', value_format='JSON'); "
+    "CREATE STREAM ST2 AS SELECT ID, S->*, S->A AS A2 FROM ST;",
+    "CREATE TABLE T3 AS SELECT V, TOPK(X, ID, 3) AS BEST, HISTOGRAM(V) AS H, CORRELATION(X, ID) AS C, "
+    "STDDEV_SAMP(X) AS SV FROM L GROUP BY V;",
+    "ALTER STREAM L ADD COLUMN N BIGINT, ADD W STRING; CREATE STREAM A2 AS SELECT ID, N + X AS NX, W FROM L;",
+    "CREATE SOURCE TABLE RT (ID INT PRIMARY KEY, V STRING) WITH (kafka_topic='rt', value_format='JSON'); DROP TABLE RT;",
+    "CREATE STREAM LA AS SELECT ID, REDUCE(TRANSFORM(ARRAY[X, 2], x => x * ID), V, (s, x) => s + CAST(x AS STRING)) AS R, "
+    "FILTER(MAP(V := ARRAY[X]), (k, v) => ARRAY_MAX(FILTER(v, x => x > ID)) > 0 AND k <> '') AS F FROM L;",  # v: the lambda's
     "CREATE STREAM W (ID INT KEY, N BIGINT, D DOUBLE) WITH (kafka_topic='w', value_format='JSON'); "
     "INSERT INTO W SELECT ID, X AS N, X AS D FROM L;",  # an INT where a BIGINT or DOUBLE goes: cast
     "SET 'ksql.persistence.default.format.value' = 'JSON'; CREATE STREAM N2 (ID INT KEY, V INT) WITH (kafka_topic='n2');",
@@ -657,10 +734,11 @@ def test_lenses_partitions_setting_sizes_the_topics_its_inserts_create():
 
 def test_every_translated_function_has_a_translation():
     from streamjoin.lower.expressions import _TRANSLATIONS
-    from streamjoin.plan.functions import KSQL_VARIANTS, TRANSLATED
+    from streamjoin.plan.expressions import AGGREGATES
+    from streamjoin.plan.functions import KSQL_VARIANTS, LAMBDA_FUNCTIONS, TRANSLATED
 
-    assert set(TRANSLATED) == set(_TRANSLATIONS)
-    assert set(KSQL_VARIANTS.values()) <= set(TRANSLATED)
+    assert set(TRANSLATED) == set(_TRANSLATIONS) | set(LAMBDA_FUNCTIONS)  # lambdas: lower.expressions._with_lambdas
+    assert set(KSQL_VARIANTS.values()) <= set(TRANSLATED) | AGGREGATES
 
 
 KSQL_COMPARISONS = [  # (a WHERE condition; which of its comparisons, in order, are FALSE with a NULL operand, as ksqlDB's)

@@ -325,6 +325,20 @@ def rows_to_binary(writer: tuple[str, str], row_column: str):
     return rows_to_avro(schema_text, row_column)
 
 
+def _plain(value, type_: pa.DataType):
+    """A value Arrow gives as Python (``to_pylist``) as the Avro writer takes it: a MAP's (key, value) pairs a dict,
+    in nested values too."""
+    if value is None:
+        return None
+    if pa.types.is_map(type_):
+        return {k: _plain(v, type_.item_type) for k, v in value}
+    if pa.types.is_struct(type_):
+        return {f.name: _plain(value[f.name], f.type) for f in type_}
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [_plain(v, type_.value_type) for v in value]
+    return value
+
+
 def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function replacing the struct column ``row_column`` by its Avro binary ``value``
     (null rows stay null: tombstones)."""
@@ -336,12 +350,13 @@ def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.Rec
         for batch in batches:
             index = batch.schema.get_field_index(row_column)
             out = []
-            for row in batch.column(index).to_pylist():
+            column = batch.column(index)
+            for row in column.to_pylist():
                 if row is None:
                     out.append(None)
                     continue
                 buffer = io.BytesIO()
-                fastavro.schemaless_writer(buffer, schema, row)
+                fastavro.schemaless_writer(buffer, schema, _plain(row, column.type))
                 out.append(buffer.getvalue())
             yield batch.set_column(index, "value", pa.array(out, pa.binary()))
 
@@ -415,29 +430,32 @@ def encode_value(value: Any, source=None) -> Optional[bytes]:
 
 
 def _avro_ready(record: dict, types: dict) -> dict:
-    """Times given as text become what the Avro writer takes (``_avro_time``), in nested values too."""
-    return {name: _avro_time(value, types.get(name, "").lower()) for name, value in record.items()}
+    """A case's value as the Avro writer takes it (``_avro_value``), in nested values too."""
+    return {name: _avro_value(value, types.get(name, "")) for name, value in record.items()}
 
 
-def _avro_time(value, type_: str):
-    """``value`` of Spark type ``type_`` with its times ready for the Avro writer: a timestamp's or a date's text a
-    datetime or a date, a number's text (as ksqlDB's tests give times: ms, days) that number."""
+def _avro_value(value, type_: str):
+    """``value`` of Spark type ``type_`` ready for the Avro writer: a timestamp's or a date's text a datetime or a
+    date, a number's text (as ksqlDB's tests give times: ms, days) that number, a DECIMAL a Decimal, a STRUCT's
+    fields under the declared names (given in any case, as ksqlDB reads them)."""
     if value is None:
         return None
-    if type_ in ("timestamp", "date") and isinstance(value, str):
+    low = type_.lower()
+    if low.startswith("decimal") and isinstance(value, (int, float, str)):
+        return Decimal(str(value))
+    if low in ("timestamp", "date") and isinstance(value, str):
         if value.strip().lstrip("-").isdigit():
             return int(value)
-        if type_ == "timestamp":
+        if low == "timestamp":
             return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=timezone.utc)
         return date.fromisoformat(value)
     fields = struct_fields(type_)
     if fields and isinstance(value, dict):
         given = {k.casefold(): k for k in value}
-        return {**value, **{given[n.casefold()]: _avro_time(value[given[n.casefold()]], t.lower())
-                            for n, t in fields if n.casefold() in given}}
-    if type_.startswith("array<") and isinstance(value, list):
-        return [_avro_time(v, type_[len("array<"):-1]) for v in value]
-    if type_.startswith("map<") and isinstance(value, dict):
+        return {n: _avro_value(value[given[n.casefold()]], t) for n, t in fields if n.casefold() in given}
+    if low.startswith("array<") and isinstance(value, list):
+        return [_avro_value(v, type_[len("array<"):-1]) for v in value]
+    if low.startswith("map<") and isinstance(value, dict):
         value_type = split_type_args(type_[len("map<"):-1])[1]
-        return {k: _avro_time(v, value_type) for k, v in value.items()}
+        return {k: _avro_value(v, value_type) for k, v in value.items()}
     return value

@@ -59,9 +59,10 @@ class DecodePlan:
 
     structs: tuple = ()
     names: dict = field(default_factory=dict)
+    key_names: dict = field(default_factory=dict)  # topic -> the field tree of its JSON keys' objects, likewise
 
     def __bool__(self) -> bool:
-        return bool(self.structs or self.names)
+        return bool(self.structs or self.names or self.key_names)
 
 
 def decode_plan(option: Optional[str]) -> DecodePlan:
@@ -71,11 +72,12 @@ def decode_plan(option: Optional[str]) -> DecodePlan:
     given = json.loads(option)
     structs = tuple((topic, pa.struct([(name, PYARROW_TYPES[t.lower()]) for name, t in columns]))
                     for topic, columns in given.get("decode", []))
-    return DecodePlan(structs, given.get("names", {}))
+    return DecodePlan(structs, given.get("names", {}), given.get("key_names", {}))
 
 
-def decode_option(topics: list[tuple[str, list[tuple[str, str]]]], names: dict) -> str:
-    return json.dumps({"decode": [[topic, [list(c) for c in columns]] for topic, columns in topics], "names": names})
+def decode_option(topics: list[tuple[str, list[tuple[str, str]]]], names: dict, key_names: Optional[dict] = None) -> str:
+    return json.dumps({"decode": [[topic, [list(c) for c in columns]] for topic, columns in topics], "names": names,
+                       "key_names": key_names or {}})
 
 
 def decoded_fields(plan: DecodePlan) -> list[pa.Field]:
@@ -90,11 +92,14 @@ def with_decoded(rows: pa.Table, plan: DecodePlan) -> Iterator[pa.RecordBatch]:
         yield from rows.to_batches()
         return
     names = rows.schema.names + [f.name for f in decoded_fields(plan)]
-    at = rows.schema.get_field_index("value")
+    at, key_at = rows.schema.get_field_index("value"), rows.schema.get_field_index("key")
     for batch in rows.to_batches(max_chunksize=CHUNK):
         value = canonical_names(batch.column("topic"), batch.column("value"), plan.names)
+        arrays = batch.columns[:at] + [value] + batch.columns[at + 1:]
+        if plan.key_names and key_at >= 0:
+            arrays[key_at] = canonical_names(batch.column("topic"), batch.column("key"), plan.key_names)
         columns = decode_columns(batch.column("topic"), value, plan.structs) if plan.structs else []
-        yield pa.RecordBatch.from_arrays(batch.columns[:at] + [value] + batch.columns[at + 1:] + columns, names=names)
+        yield pa.RecordBatch.from_arrays(arrays + columns, names=names)
 
 
 def canonical_names(topic: pa.Array, value: pa.Array, names: dict) -> pa.Array:

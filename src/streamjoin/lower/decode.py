@@ -139,6 +139,24 @@ def json_columns(scans: list[Scan]) -> dict[str, dict]:
     return names
 
 
+def json_key_columns(scans: list[Scan]) -> dict[str, dict]:
+    """Topic -> the field tree of the JSON objects in the keys of the ksqlDB sources that read it (``json_columns``):
+    a key of several columns is an object of them; a single STRUCT key column, written unwrapped, is the object of its
+    fields. Keys holding neither are left out."""
+    names: dict = {}
+    for scan in scans:
+        source = scan.source
+        keys = [c for c in source.columns if c.origin == "key"]
+        json_key = source.key_format == "JSON" or len(keys) > 1 and source.key_format != "DELIMITED"
+        if not _read_as_ksql(source) or not keys or not json_key:
+            continue
+        if len(keys) > 1:
+            names.setdefault(source.topic, {}).update({c.name: _field_tree(c.type) for c in keys})
+        elif _field_tree(keys[0].type):
+            names.setdefault(source.topic, {}).update(_field_tree(keys[0].type))
+    return names
+
+
 def _field_tree(spark_type: str) -> Optional[dict]:
     fields = struct_fields(spark_type)
     return {name: _field_tree(type_) for name, type_ in fields} if fields else None

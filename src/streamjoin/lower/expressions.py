@@ -1,13 +1,17 @@
 """Bound expressions → Spark Columns. Scalar functions of the four dialects map onto Spark SQL's."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
-from ..plan.expressions import INTEGRAL, field_name, static_type
+from ..plan import ksql_coercion
+from ..plan.expressions import INTEGRAL, children, field_name, static_type
 from ..plan.functions import FUNCTIONS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
 from ..plan.nodes import Ref
 from ..plan.types import spark_type
@@ -30,6 +34,8 @@ _BINARY = {
 def compile_expr(e: ast.Expr) -> Column:
     if isinstance(e, Ref):
         return F.col(e.id)
+    if isinstance(e, ast.LambdaVar):
+        return next(scope[e.name] for scope in reversed(_LAMBDA_SCOPES.get()) if e.name in scope)
     if isinstance(e, ast.Literal):
         return F.lit(e.value) if e.kind != "decimal" else F.lit(e.value).cast("decimal(38,10)")
     if isinstance(e, ast.Interval):
@@ -61,7 +67,7 @@ def compile_expr(e: ast.Expr) -> Column:
         c = compile_expr(e.operand).between(compile_expr(e.low), compile_expr(e.high))
         return ~c if e.negated else c
     if isinstance(e, ast.InList):
-        c = compile_expr(e.operand).isin(*[compile_expr(i) for i in e.items])
+        c = _ksql_in(e) if e.ksql else compile_expr(e.operand).isin(*[compile_expr(i) for i in e.items])
         return ~c if e.negated else c
     if isinstance(e, ast.Like):
         c = compile_expr(e.operand).like(e.pattern.value) if isinstance(e.pattern, ast.Literal) else None
@@ -70,6 +76,8 @@ def compile_expr(e: ast.Expr) -> Column:
         return ~c if e.negated else c
     if isinstance(e, ast.Cast):
         return compile_expr(e.operand).cast(spark_type(e.type))
+    if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) and e.ksql and static_type(e):
+        return _as_type(e, static_type(e))  # its elements in the type they fold into (``plan.ksql_coercion``)
     if isinstance(e, ast.ArrayLiteral):
         return F.array(*[compile_expr(i) for i in e.items])
     if isinstance(e, ast.StructLiteral):
@@ -89,6 +97,62 @@ def compile_expr(e: ast.Expr) -> Column:
                          pos=getattr(e, "pos", None))
 
 
+def _ksql_in(e: ast.InList) -> Column:
+    """ksqlDB's ``x IN (a, b, ...)``: every value converted to the type they fold into (``plan.ksql_coercion``), MAPs
+    compared by their entries in any order, FALSE when nothing matches (NULL matches nothing)."""
+    def null(v):
+        return isinstance(v, ast.Literal) and v.kind == "null"
+
+    values = [e.operand, *(v for v in e.items if not null(v))]
+    common = ksql_coercion.common_type(values)
+    if null(e.operand) or len(values) == 1 or not common:
+        return F.lit(False)
+    columns = [_as_type(v, common) for v in values]
+    if common.startswith("map<"):
+        columns = [F.array_sort(F.map_entries(c)) for c in columns]
+    return F.coalesce(columns[0].isin(*columns[1:]), F.lit(False))
+
+
+def _as_type(e, target: str) -> Column:
+    """``e`` as a value of ``target`` the way ksqlDB converts a list's values: a literal read as one of that type
+    (``'4.000'`` as 4, ``true`` as 'true'), a constructed ARRAY, MAP or STRUCT element by element, STRUCT fields by
+    name (a missing one NULL), anything else cast."""
+    if isinstance(e, ast.Literal):
+        return F.lit(None if e.kind == "null" else ksql_coercion.literal_value(e, target)).cast(target)
+    if isinstance(e, ast.ArrayLiteral):
+        (element,) = split_type_args(target[len("array<"):-1])
+        return F.array(*[_as_type(i, element) for i in e.items]).cast(target)
+    if isinstance(e, ast.MapLiteral):  # a NULL text key as ksqlDB writes one in JSON: "null" (Spark has no NULL keys)
+        key, value = split_type_args(target[len("map<"):-1])
+        keys = [_as_type(k, key) if key != "string" else F.coalesce(_as_type(k, key), F.lit("null")) for k, _ in e.entries]
+        return F.create_map(*[c for k, (_, v) in zip(keys, e.entries) for c in (k, _as_type(v, value))]).cast(target)
+    if isinstance(e, ast.StructLiteral):
+        given = {field_name(name): value for name, value in e.fields}
+        return F.struct(*[(_as_type(given[name], type_) if name in given else F.lit(None).cast(type_)).alias(name)
+                          for name, type_ in struct_fields(target)])
+    return _column_as_type(compile_expr(e), static_type(e), target)
+
+
+def _column_as_type(column: Column, source: str, target: str) -> Column:
+    """A column of type ``source`` as one of ``target``: STRUCT fields by name (one ``target`` adds is NULL),
+    elements, keys and values of ARRAYs and MAPs likewise, anything else by Spark's cast."""
+    if source == target:
+        return column
+    if source.startswith("struct<") and target.startswith("struct<"):
+        have = dict(struct_fields(source))
+        fields = [(_column_as_type(column.getField(name), have[name], type_) if name in have
+                   else F.lit(None).cast(type_)).alias(name) for name, type_ in struct_fields(target)]
+        return F.when(column.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
+    if source.startswith("array<") and target.startswith("array<"):
+        (have,), (want,) = (split_type_args(t[len("array<"):-1]) for t in (source, target))
+        return F.transform(column, lambda x: _column_as_type(x, have, want))
+    if source.startswith("map<") and target.startswith("map<"):
+        (hk, hv), (wk, wv) = (split_type_args(t[len("map<"):-1]) for t in (source, target))
+        keyed = F.transform_keys(column, lambda k, _: _column_as_type(k, hk, wk))
+        return F.transform_values(keyed, lambda _, v: _column_as_type(v, hv, wv))
+    return column.cast(target)
+
+
 def _case(e: ast.Case) -> Column:
     out = None
     for cond, value in e.whens:
@@ -106,6 +170,8 @@ def _call(e: ast.Call) -> Column:
         return (rounded(compile_expr(e.args[0]) / F.lit(unit)) * F.lit(unit)).cast("bigint")
     if e.name == "PROCTIME":
         return F.current_timestamp()
+    if any(isinstance(a, ast.Lambda) for a in e.args):
+        return _with_lambdas(e)
     args = [None if isinstance(a, ast.TimeUnit) else compile_expr(a) for a in e.args]  # a unit: read from ``e``
     if e.name == "AS_VALUE" and len(args) == 1:  # ksqlDB: a key column's value, copied into the value
         return args[0]
@@ -115,6 +181,110 @@ def _call(e: ast.Call) -> Column:
         args.append(F.lit(2_147_483_647))
     name = FUNCTIONS.get(e.name, e.name.lower())
     return F.call_function(name, *args)
+
+
+# ------------------------------------------------------------------ ksqlDB's lambdas
+
+# the variables of the lambdas being compiled, innermost last (per thread: queries are planned side by side)
+_LAMBDA_SCOPES: ContextVar[tuple] = ContextVar("lambda_scopes", default=())
+
+
+@contextmanager
+def _lambda_scope(fn: ast.Lambda, values):
+    token = _LAMBDA_SCOPES.set(_LAMBDA_SCOPES.get() + (dict(zip(fn.params, values)),))
+    try:
+        yield
+    finally:
+        _LAMBDA_SCOPES.reset(token)
+
+
+def _lambda_body(fn: ast.Lambda, *values: Column) -> Column:
+    """``fn``'s body with its variables standing for ``values`` (Spark's lambda variables)."""
+    with _lambda_scope(fn, values):
+        return compile_expr(fn.body)
+
+
+def _with_lambdas(e: ast.Call) -> Column:
+    """TRANSFORM, FILTER and REDUCE over an ARRAY's elements or a MAP's entries, as Spark's higher-order functions.
+    A NULL collection gives NULL (REDUCE: its initial state). A TRANSFORM of a MAP whose new keys repeat, or are NULL,
+    is NULL, and so is a TRANSFORM or FILTER whose lambda does arithmetic on a NULL (``_failure``): ksqlDB fails the
+    expression where Spark would make one NULL key or element."""
+    collection, *rest = e.args
+    values = compile_expr(collection)
+    over_map = static_type(collection).startswith("map<")
+
+    def on_item(fn, item):  # ``fn`` applied to an element, or to a MAP entry's key and value
+        return _lambda_body(fn, item["key"], item["value"]) if over_map else _lambda_body(fn, item)
+
+    if e.name == "REDUCE":
+        initial, fn = rest
+        state = static_type(e)
+        start = compile_expr(initial).cast(state) if state else compile_expr(initial)
+
+        def step(acc, item):
+            body = _lambda_body(fn, acc, item["key"], item["value"]) if over_map else _lambda_body(fn, acc, item)
+            return body.cast(state) if state else body
+
+        reduced = F.aggregate(F.map_entries(values) if over_map else values, start, step)
+        return F.when(values.isNull(), start).otherwise(reduced)
+    if e.name == "FILTER":
+        kept = (F.map_filter(values, lambda k, v: F.coalesce(_lambda_body(rest[0], k, v), F.lit(False))) if over_map
+                else F.filter(values, lambda x: F.coalesce(_lambda_body(rest[0], x), F.lit(False))))
+    elif over_map:
+        new_key, new_value = rest
+        pairs = F.transform(F.map_entries(values), lambda item: F.struct(on_item(new_key, item).alias("key"),
+                                                                         on_item(new_value, item).alias("value")))
+        keys = F.transform(pairs, lambda pair: pair["key"])
+        kept = F.when((F.size(F.array_distinct(keys)) == F.size(keys)) & ~F.exists(keys, lambda k: k.isNull()),
+                      F.map_from_entries(pairs))
+    else:
+        kept = F.transform(values, lambda x: _lambda_body(rest[0], x))
+    return F.when(~_failure(e), kept)
+
+
+def _failure(e: ast.Call) -> Column:
+    """Whether ksqlDB's TRANSFORM or FILTER ``e`` fails: its lambda does arithmetic on a NULL number for some element or
+    entry (ksqlDB's lambdas are Java code that unboxes the value), where that arithmetic is evaluated (``_fails``)."""
+    collection, *lambdas = e.args
+    if e.name == "REDUCE":
+        return F.lit(False)  # a NULL state or element makes the result NULL either way
+    over_map = static_type(collection).startswith("map<")
+    values = compile_expr(collection)
+
+    def fails(item):
+        out = F.lit(False)
+        for fn in lambdas:
+            with _lambda_scope(fn, (item["key"], item["value"]) if over_map else (item,)):
+                out = out | _fails(fn.body)
+        return out
+
+    return F.coalesce(F.exists(F.map_entries(values) if over_map else values, fails), F.lit(False))
+
+
+def _fails(e) -> Column:
+    """Whether evaluating ``e`` as ksqlDB does fails on a NULL: arithmetic on one, where it is evaluated (the right side
+    of AND only after a TRUE, of OR only after a FALSE, a CASE's conditions in order and the branch chosen); a nested
+    TRANSFORM or FILTER that fails."""
+    if isinstance(e, ast.BinaryOp) and e.op in ("AND", "OR"):
+        left = F.coalesce(compile_expr(e.left), F.lit(False))
+        return _fails(e.left) | ((left if e.op == "AND" else ~left) & _fails(e.right))
+    if isinstance(e, ast.BinaryOp) and e.op in ("+", "-", "*", "/", "%") and static_type(e) != "string":
+        return _fails(e.left) | _fails(e.right) | compile_expr(e.left).isNull() | compile_expr(e.right).isNull()
+    if isinstance(e, ast.Case):
+        chosen = F.when(_fails(e.operand), True) if e.operand is not None else None
+        for cond, value in e.whens:
+            test = F.coalesce(compile_expr(cond) if e.operand is None else compile_expr(e.operand) == compile_expr(cond),
+                              F.lit(False))
+            chosen = (F.when(_fails(cond), True) if chosen is None else chosen.when(_fails(cond), True))
+            chosen = chosen.when(test, _fails(value))
+        return chosen.otherwise(_fails(e.else_) if e.else_ is not None else F.lit(False))
+    out = F.lit(False)
+    for child in children(e):
+        if not isinstance(child, ast.Lambda):
+            out = out | _fails(child)
+    if isinstance(e, ast.Call) and any(isinstance(a, ast.Lambda) for a in e.args):
+        out = out | _failure(e)
+    return out
 
 
 # ------------------------------------------------------------------ ksqlDB's functions, in Spark SQL's terms
@@ -280,6 +450,7 @@ _TRANSLATIONS = {
     "KSQL_TRUNC": _ksql_round,
     "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),
     "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
+    "KSQL_CONCAT": lambda e, *texts: F.concat_ws("", *[t.cast("string") for t in texts]),
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
         "array_join", array.cast("array<string>"),
         F.lit(",") if delimiter is None else F.coalesce(delimiter, F.lit("")), F.lit("null")),

@@ -24,7 +24,7 @@ from ..plan.nodes import (
     Repartition, Scan, WindowTable, naming_style, walk,
 )
 from ..plan.pushdown import database_read
-from .decode import decode_scan, json_columns, read_bounded, reader_decoded
+from .decode import decode_scan, json_columns, json_key_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import node_operator, operator_for
 
@@ -76,9 +76,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
         readers = max(1, spark.sparkContext.defaultParallelism // 2)
         reader = spark.readStream.format("streamjoin_topics").option("root", opts.root).option("readers", str(readers))
     reader = reader.option("topics", ",".join(topics)).option("startingOffsets", opts.starting_offsets)
-    decoded, names = reader_decoded(scans), json_columns(scans)
-    if decoded or names:  # JSON values the source reader decodes, so Spark need not, and their field names
-        reader = reader.option("decode", decode_option(decoded, names))
+    decoded, names, key_names = reader_decoded(scans), json_columns(scans), json_key_columns(scans)
+    if decoded or names or key_names:  # JSON values the source reader decodes, so Spark need not, and field names
+        reader = reader.option("decode", decode_option(decoded, names, key_names))
     if any(n.source.reads_headers for n in scans):
         reader = reader.option("headers", "true")
     if opts.max_records_per_batch:

@@ -21,6 +21,7 @@ excludes it; Flink's GROUP BY keeps it, in the NULL group.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, LongType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, LongType, MapType, StructField, StructType
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
@@ -57,7 +58,7 @@ class AggSpec:
 def result_type(fn: str, arg_type: DataType | None) -> DataType:
     if fn == "COUNT":
         return LongType()
-    if fn == "AVG":
+    if fn in ("AVG", "CORRELATION") or fn in VARIANCES:
         return DoubleType()
     if fn == "SUM":
         if isinstance(arg_type, DecimalType):
@@ -65,6 +66,8 @@ def result_type(fn: str, arg_type: DataType | None) -> DataType:
         return DoubleType() if isinstance(arg_type, DoubleType) or arg_type.typeName() == "float" else LongType()
     if fn in ("COLLECT_LIST", "COLLECT_SET", *TOP_K):
         return ArrayType(arg_type)
+    if fn == "HISTOGRAM":
+        return MapType(arg_type, LongType())
     return arg_type  # MIN MAX LATEST_BY_OFFSET EARLIEST_BY_OFFSET
 
 
@@ -100,12 +103,46 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
         return value if acc is None else acc
     if fn in TOP_K:
         return top_k(spec, acc or [], [value])
+    if fn in VARIANCES:
+        return _youngs_cramer(acc, value)
+    if fn == "CORRELATION":  # ksqlDB's: running sums of x, y, x², y², xy and their count, as doubles
+        x, y = value["X"], value["Y"]
+        if x is None or y is None:
+            return acc
+        x, y = float(x), float(y)
+        sx, sy, sxx, syy, sxy, n = acc or (0.0, 0.0, 0.0, 0.0, 0.0, 0)
+        return (sx + x, sy + y, sxx + x * x, syy + y * y, sxy + x * y, n + 1)
+    if fn == "HISTOGRAM":  # ksqlDB's: counts of at most 1000 distinct values (later ones are not counted)
+        counts = dict(acc or {})
+        if len(counts) < HISTOGRAM_LIMIT or value in counts:
+            counts[value] = counts.get(value, 0) + 1
+        return counts
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
+
+
+HISTOGRAM_LIMIT = 1000
+VARIANCES = ("STDDEV_SAMPLE", "KSQL_STDDEV_SAMP")  # ksqlDB's: the sample standard deviation, and (its STDDEV_SAMP) the
+# sample variance
+
+
+def _youngs_cramer(acc: Any, value: Any) -> tuple:
+    """ksqlDB's running (sum, count, M2) of its standard deviations (``StandardDeviationSampleUdaf``: the
+    Youngs-Cramer update, in the argument's own arithmetic, then in doubles)."""
+    total, count, m2 = acc or (0, 0, 0.0)
+    if count:
+        delta = float(value * (count + 1) - (total + value))
+        m2 += delta * delta / ((count + 1) * count)
+    return (total + value, count + 1, m2)
 
 
 def top_k(spec: AggSpec, acc: list, values: list) -> list:
     """ksqlDB's TOPK (TOPKDISTINCT): the ``spec.param`` largest of the values so far (distinct ones), largest
-    first, from the kept list ``acc`` and further values."""
+    first, from the kept list ``acc`` and further values; of equal ones, the earlier. A TOPK with further columns
+    keeps records (STRUCTs, ``plan.binder._top_k_rows``) ordered by their first field, ``sort_col``; a record whose
+    ``sort_col`` is NULL is left out."""
+    if values and isinstance(values[0], dict):
+        values = [v for v in values if v["sort_col"] is not None]
+        return sorted([*acc, *values], key=lambda row: row["sort_col"], reverse=True)[:spec.param]
     merged = sorted([*acc, *values], reverse=True)
     if spec.fn == "TOPKDISTINCT":
         merged = list(dict.fromkeys(merged))
@@ -119,7 +156,25 @@ def _result(fn: str, acc: Any, distinct: bool) -> Any:
         return None if not acc else float(acc[0]) / acc[1]
     if fn in TOP_K:  # ksqlDB starts it as an empty list, which NULLs leave as it is
         return list(acc or [])
+    if fn == "HISTOGRAM":  # likewise an empty map
+        return dict(acc or {})
+    if fn == "CORRELATION":
+        return _correlation(acc)
+    if fn in VARIANCES:  # 0.0 for fewer than two values, as ksqlDB gives
+        _, count, m2 = acc or (0, 0, 0.0)
+        variance = m2 / (count - 1) if count > 1 else 0.0
+        return math.sqrt(variance) if fn == "STDDEV_SAMPLE" else variance
     return acc
+
+
+def _correlation(acc) -> float:
+    """Pearson's coefficient from the running sums, in doubles as ksqlDB's ``CorrelationUdaf.map`` (0/0 is NaN, as
+    Java's division gives)."""
+    sx, sy, sxx, syy, sxy, n = acc or (0.0, 0.0, 0.0, 0.0, 0.0, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        numerator = np.float64(n * sxy - sx * sy)
+        denominator = np.sqrt(np.float64((n * sxx - sx * sx) * (n * syy - sy * sy)))
+        return float(numerator / denominator)
 
 
 def _scalar(v: Any) -> Any:

@@ -38,7 +38,7 @@ from ..lower.expressions import compile_expr
 from ..plan.expressions import TOP_K
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
-from .aggregate import AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
+from .aggregate import HISTOGRAM_LIMIT, VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, restore_integers,
@@ -220,6 +220,18 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return b
     if fn in TOP_K:
         return top_k(spec, a, b)
+    if fn == "HISTOGRAM":  # ksqlDB's merge: the later session's counts added, within the 1000 values kept
+        counts = dict(a)
+        for value, n in b.items():
+            if len(counts) < HISTOGRAM_LIMIT or value in counts:
+                counts[value] = counts.get(value, 0) + n
+        return counts
+    if fn == "CORRELATION":
+        return tuple(x + y for x, y in zip(a, b))
+    if fn in VARIANCES:  # ksqlDB's merge of two (sum, count, M2): Chan et al.'s pairwise update, in doubles
+        (s1, n1, m1), (s2, n2, m2) = a, b
+        gap = s1 / n1 - s2 / n2 if n1 and n2 else 0.0
+        return (s1 + s2, n1 + n2, m1 + m2 + (n1 * n2 * gap * gap / (n1 + n2) if n1 and n2 else 0.0))
     return a  # EARLIEST_BY_OFFSET
 
 

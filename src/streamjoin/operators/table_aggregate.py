@@ -43,7 +43,7 @@ from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
-UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
+UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM"}
 SIGN = "__sign"
 RETRACT, ADD = 0, 1
 
@@ -179,7 +179,7 @@ def accumulator_columns(specs: list[AggSpec]) -> list[str]:
 
 
 def _multiset(s: AggSpec) -> bool:
-    return s.distinct or s.fn in ("MIN", "MAX")
+    return s.distinct or s.fn in ("MIN", "MAX", "HISTOGRAM")
 
 
 class _GroupFold:
@@ -254,7 +254,7 @@ class _GroupFold:
         the result at every emitted event of COUNT(DISTINCT), MIN or MAX, None for the others)."""
         bags = [Counter(bag) for bag in self.prior[f"__values{i}"]]
         args = values.tolist() if values is not None else [1] * len(self.codes)
-        pick = {"COUNT": len, "MIN": min, "MAX": max}.get(s.fn)
+        pick = {"COUNT": len, "MIN": min, "MAX": max, "HISTOGRAM": dict}.get(s.fn)
         results = []
         for j, g in enumerate(self.codes.tolist()):
             if present[j]:
@@ -263,7 +263,7 @@ class _GroupFold:
                 if bag[value] <= 0:
                     del bag[value]
             if self.emits[j] and pick:
-                results.append(pick(bags[g]) if bags[g] or s.fn == "COUNT" else None)
+                results.append(pick(bags[g]) if bags[g] or s.fn in ("COUNT", "HISTOGRAM") else None)
             if self.reset[j]:
                 bags[g] = Counter()
         return bags, pd.Series(results, dtype=object).to_numpy() if pick else None

@@ -10,19 +10,21 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Optional
 
+from ..connectors.formats import struct_fields
 from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
 from . import ksql_aggregation
 from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import UNIT_ARGUMENT, aggregate_type, is_function, ksql_comparisons, ksql_variants, unit_argument
+from .functions import (LAMBDA_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions, ksql_comparisons,
+                        ksql_variants, lambda_variable_types, unit_argument)
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
 from .nodes import (
     EXISTENCE, OWN_ROWTIME, RECORD_POSITIONS, Aggregate, Field, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, WindowTable,
-    declared_by, naming_style, table_filter_operator, walk,
+    declared_by, expr_text, naming_style, table_filter_operator, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
@@ -95,7 +97,7 @@ class Binder:
             scope = replace(scope, node=node)
         ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
         ksql_partition = select.partition_by if style == "ksql" and select.result_kind is None and not ksql_join else ()
-        items = self._expand_items(select.items, scope, ksql_join, ksql_partition)
+        items = self._expand_items(select.items, scope, ksql_join, ksql_partition, ksql)
         if ksql_join:
             items = _ksql_join_column_names(items, scope)
         if ksql:  # the items as written: a column * selects is never refused
@@ -118,6 +120,10 @@ class Binder:
         elif select.having is not None:
             raise StatementError("HAVING needs GROUP BY", rule="having-without-group-by", pos=select.having.pos)
         rekey = [item for item in items if _named(item, "_key")] if select.result_kind else []
+        if ksql and len(select.partition_by) > 1 and any(isinstance(e, ast.Literal) and e.kind == "null"
+                                                        for e in select.partition_by):
+            raise StatementError("Cannot PARTITION BY multiple columns including NULL", rule="partition-by",
+                                 pos=select.partition_by[0].pos)
         if select.partition_by or rekey:
             with _ksql_unknown_column("PARTITION BY" if ksql else None):
                 by = tuple(self.bind_expr(e, scope) for e in select.partition_by) or (
@@ -129,6 +135,7 @@ class Binder:
         if ksql and aggregated:
             ksql_aggregation.check_projection(node, select.group_by, self.target)
             ksql_aggregation.check_table_aggregates(node)
+            ksql_aggregation.check_intermediate_types(node)
         if rekey:  # Lenses `expr AS _key`: the record key, not a value field
             node = replace(node, fields=tuple(replace(f, hidden=True) if f.name.casefold() == "_key" else f
                                               for f in node.fields))
@@ -137,19 +144,29 @@ class Binder:
             node = replace(node, kind=kind)
         return node, style
 
-    def _expand_items(self, items, scope: Scope, ksql_join: bool, partition_by=()) -> list[tuple[ast.Expr, Optional[str]]]:
+    def _expand_items(self, items, scope: Scope, ksql_join: bool, partition_by=(),
+                      ksql: bool = False) -> list[tuple[ast.Expr, Optional[str]]]:
         """SELECT items with ``*`` expanded: (unbound expression, output name or None). ``*`` over several
         inputs names each column ``ALIAS_COLUMN``, and so does ``alias.*`` in a ksqlDB join (``ksql_join``).
-        ``partition_by``: a ksqlDB PARTITION BY's expressions, whose schema ``*`` selects (``_partitioned_star``)."""
+        ``partition_by``: a ksqlDB PARTITION BY's expressions, whose schema ``*`` selects (``_partitioned_star``).
+        ``ksql``: refusals in ksqlDB's words."""
         out: list[tuple[ast.Expr, Optional[str]]] = []
         for item in items:
-            if isinstance(item.expr, ast.Star) and item.expr.qualifier is None and partition_by:
+            if isinstance(item.expr, ast.StructStar):
+                base = item.expr.base
+                fields = struct_fields(ex.static_type(self.bind_expr(base, scope)))
+                if not fields:
+                    raise StatementError(f"{expr_text(base)}->* needs a STRUCT", rule="expression-type", pos=item.expr.pos)
+                out.extend((ast.Subscript(base, field=ast.Ident(name, quoted=True), pos=item.expr.pos), name)
+                           for name, _ in fields)
+            elif isinstance(item.expr, ast.Star) and item.expr.qualifier is None and partition_by:
                 out.extend(_partitioned_star(scope.node, partition_by))
             elif isinstance(item.expr, ast.Star):
                 q = item.expr.qualifier
                 fields = [f for f in scope.node.fields if not f.hidden and (q is None or f.qualifier.casefold() == q.text.casefold())]
                 if q is not None and not fields:
-                    raise StatementError(f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
+                    raise StatementError(f"'{display_name(q, 'ksql')}' is not a valid stream/table name or alias." if ksql
+                                         else f"unknown input {q.text}", rule="unknown-column", pos=item.expr.pos)
                 merged = {n.casefold() for n, _ in scope.merged}
                 prefixed = len({f.qualifier for f in fields}) > 1 if q is None else ksql_join
                 synthetic = synthetic_key(scope.node) if ksql_join and q is None else None
@@ -292,10 +309,19 @@ class Binder:
 
     # ------------------------------------------------------------------ expressions
 
-    def bind_expr(self, e: ast.Expr, scope: Scope) -> ast.Expr:
+    def bind_expr(self, e: ast.Expr, scope: Scope, variables: Optional[dict[str, str]] = None) -> ast.Expr:
+        """``e`` with its columns resolved in ``scope``; ``variables``: the types of the lambda variables it sees."""
+        variables = variables or {}
+
         def resolve(node: ast.Expr) -> Optional[ast.Expr]:
+            if isinstance(node, ast.Column) and node.qualifier is None and node.name.text.upper() in variables:
+                name = node.name.text.upper()
+                return ast.LambdaVar(name, variables[name], pos=node.pos)
             if isinstance(node, ast.Column):
                 return scope.resolve(node)
+            if isinstance(node, ast.Call) and (node.name in LAMBDA_FUNCTIONS
+                                               or any(isinstance(a, ast.Lambda) for a in node.args)):
+                return self._bind_lambdas(node, scope, variables)
             if (isinstance(node, ast.Subscript) and node.field is not None and isinstance(node.base, ast.Column)
                     and node.base.qualifier is not None):  # alias._key.f / alias._value.f (Lenses)
                 return scope.facet_field(node.base.name, node.field, node.base.qualifier)
@@ -303,14 +329,38 @@ class Binder:
                 return node
             if isinstance(node, ast.Call) and node.name in UNIT_ARGUMENT:  # TIMESTAMPADD(MINUTES, ...): a unit, no column
                 call = unit_argument(node)
-                return replace(call, args=tuple(a if isinstance(a, ast.TimeUnit) else self.bind_expr(a, scope)
+                return replace(call, args=tuple(a if isinstance(a, ast.TimeUnit) else self.bind_expr(a, scope, variables)
                                                 for a in call.args))
             if isinstance(node, ast.StructLiteral):  # a field's name as the struct gets it: STRUCT(f := x) is STRUCT(F := x)
-                return replace(node, fields=tuple((ast.Ident(ex.field_name(name), quoted=True), self.bind_expr(value, scope))
+                return replace(node, fields=tuple((ast.Ident(ex.field_name(name), quoted=True),
+                                                   self.bind_expr(value, scope, variables))
                                                   for name, value in node.fields))
             return None
 
         return ex.transform(e, resolve)
+
+    def _bind_lambdas(self, call: ast.Call, scope: Scope, variables: dict[str, str]) -> ast.Call:
+        """A call of a function taking lambdas (``functions.LAMBDA_FUNCTIONS``) or with lambda arguments: its other
+        arguments bound first, then each lambda's body, its variables typed by the collection it runs over (and they
+        hide columns of the same names)."""
+        if call.name not in LAMBDA_FUNCTIONS:
+            raise StatementError(f"{call.name} takes no lambda: only {', '.join(LAMBDA_FUNCTIONS)} do",
+                                 rule="lambda-argument", pos=call.pos)
+        args = [a if isinstance(a, ast.Lambda) else self.bind_expr(a, scope, variables) for a in call.args]
+        types = lambda_variable_types(call.name, [ex.static_type(a) for a in args])
+        over_map = bool(types) and ex.static_type(args[0]).startswith("map<")
+        lambdas = [a for a in args if isinstance(a, ast.Lambda)]
+        wanted = 2 if call.name == "TRANSFORM" and over_map else 1
+        if (len(lambdas) != wanted or args.index(lambdas[0]) != len(args) - wanted
+                or types and any(len(f.params) != len(types) for f in lambdas)):
+            shapes = {"TRANSFORM": ("x => ...", "(k, v) => new key, (k, v) => new value"),
+                      "FILTER": ("x => ...", "(k, v) => ..."),
+                      "REDUCE": ("initial, (state, x) => ...", "initial, (state, k, v) => ...")}[call.name]
+            raise StatementError(f"{call.name} over {'a MAP' if over_map else 'an ARRAY'} takes "
+                                 f"{call.name}(collection, {shapes[over_map]})", rule="lambda-argument", pos=call.pos)
+        return replace(call, args=tuple(  # a variable of a collection of unknown type has an unknown type
+            replace(a, body=self.bind_expr(a.body, scope, {**variables, **dict(zip(a.params, types or ("",) * 3))}))
+            if isinstance(a, ast.Lambda) else a for a in args))
 
     # ------------------------------------------------------------------ aggregation
 
@@ -340,6 +390,7 @@ class Binder:
                 for f, a in aggs:
                     if a == e:
                         return Ref(f.id, f.type, f.name)
+                e = _one_argument(e)
                 if e.name in ex.TOP_K:
                     _check_top_k(e)
                 argument = _type_of(e.args[0]) if e.args and not e.star else ""
@@ -461,7 +512,7 @@ def _ksql_unknown_column(clause: Optional[str]):
     except UnknownColumn as err:
         if clause is None:
             raise
-        column = ksql_aggregation.ksql_text(err.column, qualified=False)
+        column = ksql_aggregation.ksql_text(err.column, qualified=clause != "PARTITION BY")
         # ksqlDB's Analyzer adds why for PARTITION BY, which applies to the input, not to the result
         why = (f" '{column}' must be a column in the source schema since PARTITION BY is applied on the input."
                if clause == "PARTITION BY" else "")
@@ -469,11 +520,27 @@ def _ksql_unknown_column(clause: Optional[str]):
                              pos=err.pos) from None
 
 
+def _one_argument(call: ast.Call) -> ast.Call:
+    """ksqlDB's aggregates of several columns, planned as aggregates of one STRUCT of them (the aggregate operators
+    take one argument): TOPK(sort, c0, c1, ..., k), the k records with the largest ``sort``, each as a
+    STRUCT<sort_col, col0, col1, ...> (``TopkKudaf``), ordered by its first field; CORRELATION(x, y) of STRUCT<X, Y>."""
+    def row(names, values):
+        return ast.StructLiteral(tuple((ast.Ident(n, quoted=True), v) for n, v in zip(names, values)), pos=call.pos)
+
+    if call.name == "TOPK" and len(call.args) > 2:
+        (first, *others), k = call.args[:-1], call.args[-1]
+        return replace(call, args=(row(["sort_col"] + [f"col{i}" for i in range(len(others))], (first, *others)), k))
+    if call.name == "CORRELATION":
+        if len(call.args) != 2 or call.star:
+            raise StatementError("CORRELATION takes two columns: CORRELATION(x, y)", rule="aggregate-arguments",
+                                 pos=call.pos)
+        return replace(call, args=(row(["X", "Y"], call.args),))
+    return call
+
+
 def _check_top_k(call: ast.Call) -> None:
-    """ksqlDB's TOPK and TOPKDISTINCT take a column and how many of its largest values to keep: an integer
-    literal of at least 1."""
-    if len(call.args) > 2 and call.name == "TOPK":
-        raise NotYetSupported("TOPK with further columns (an array of structs)", issue=25, pos=call.pos)
+    """ksqlDB's TOPK and TOPKDISTINCT take a column (TOPK: and further columns, ``_top_k_rows``) and how many of its
+    largest values to keep: an integer literal of at least 1."""
     k = call.args[1] if len(call.args) == 2 else None
     if not (isinstance(k, ast.Literal) and k.kind == "integer" and k.value >= 1) or call.star:
         raise StatementError(f"{call.name} takes a column and an integer literal of at least 1: {call.name}(col, k)",
@@ -493,14 +560,16 @@ def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:
 
 def _ksql_meanings(select: ast.Select) -> ast.Select:
     """``select`` with every call of a name ksqlDB gives its own meaning made a call of that meaning
-    (``functions.ksql_variants``), and its comparisons FALSE with a NULL operand (``functions.ksql_comparisons``)."""
+    (``functions.ksql_variants``), its comparisons FALSE with a NULL operand (``functions.ksql_comparisons``), and its
+    IN lists and constructors typed as ksqlDB types them (``functions.ksql_coercions``)."""
     def each(exprs):
-        return tuple(ksql_comparisons(ksql_variants(e)) for e in exprs)
+        return tuple(ksql_comparisons(ksql_coercions(ksql_variants(e))) for e in exprs)
 
     def condition(e):
-        return e and ksql_comparisons(ksql_variants(e), condition=True)
+        return e and ksql_comparisons(ksql_coercions(ksql_variants(e)), condition=True)
 
-    return replace(select, items=tuple(replace(i, expr=ksql_comparisons(ksql_variants(i.expr))) for i in select.items),
+    return replace(select, items=tuple(replace(i, expr=ksql_comparisons(ksql_coercions(ksql_variants(i.expr))))
+                                       for i in select.items),
                    where=condition(select.where), having=condition(select.having),
                    group_by=each(select.group_by), partition_by=each(select.partition_by))
 

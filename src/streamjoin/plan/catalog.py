@@ -93,6 +93,7 @@ class SourceInfo:
     dialect: str = ""  # whose DDL declared it: 'ksql', 'flink', 'lenses', 'sqlstream'; a query's sink: 'ksql' for a ksqlDB query's, else ''
     window: Optional[tuple[str, int]] = None  # a windowed table's (window type, size ms): its record keys hold the window
     database: Optional[DatabaseTable] = None  # a table in a database ('jdbc'): no topic under it
+    read_only: bool = False  # ksqlDB's CREATE SOURCE STREAM|TABLE: no INSERT, DROP ... DELETE TOPIC, ALTER or REPLACE
 
     @property
     def bounded(self) -> bool:

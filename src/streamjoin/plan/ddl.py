@@ -9,7 +9,7 @@ from ..connectors.database import describe_failure, parse_url, table_columns
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
 from .settings import interval_ms
-from .types import spark_type
+from .types import ksql_type_name, spark_type
 
 UPSERT_CONNECTORS = {"upsert-kafka"}
 CHANGELOG_FORMATS = {"debezium-json", "canal-json", "maxwell-json"}
@@ -18,6 +18,27 @@ CHANGELOG_FORMATS = {"debezium-json", "canal-json", "maxwell-json"}
 def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
     """WITH (...) properties, names lower-cased."""
     return {p.name.lower(): p.value for p in props}
+
+
+# ksqlDB's value formats that read their columns from a schema registry when a declaration names none
+_SCHEMA_INFERRED = ("AVRO", "PROTOBUF", "JSON_SR")
+
+
+def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, props: dict, key_columns) -> None:
+    """ksqlDB's refusals of a declaration's columns, in its words: none at all in a format that cannot infer them,
+    a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key."""
+    if not stmt.columns and value_format.upper() not in _SCHEMA_INFERRED:
+        raise StatementError("No columns supplied.", rule="no-columns", pos=stmt.pos)
+    for col in stmt.columns:
+        if col.key and kind == "TABLE" or col.primary_key and kind == "STREAM":
+            given, wanted = ("KEY", "PRIMARY KEY") if col.key else ("PRIMARY KEY", "KEY")
+            raise StatementError(f"Column `{display_name(col.name, 'ksql')}` is a '{given}' column: please use "
+                                 f"'{wanted}' for {kind.lower()}s.", rule="key-kind", pos=col.name.pos)
+    if kind == "TABLE" and not key_columns:
+        raise StatementError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", rule="table-needs-key",
+                             pos=stmt.pos)
+    if props.get("window_type") is not None and not key_columns:
+        raise StatementError("Windowed sources require a key column.", rule="windowed-source-key", pos=stmt.pos)
 
 
 def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None,
@@ -64,7 +85,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
             columns.append(_metadata_column(col, col_name))
             continue
         is_key = col.key or col.primary_key
-        columns.append(ColumnInfo(col_name, spark_type(col.type), "key" if is_key and not native else "value",
+        columns.append(ColumnInfo(col_name, spark_type(col.type, stmt.dialect == "ksql"), "key" if is_key and not native else "value",
                                   nullable=not col.not_null))
         if is_key:
             key_columns.append(col_name)
@@ -84,7 +105,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     connector = str(props.get("connector", "kafka")).lower()
     value_format = value_format_of(props, stmt.pos)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos,
-                        ksql=stmt.dialect == "ksql")
+                        ksql=stmt.dialect == "ksql", properties=props)
     if stmt.dialect == "ksql":
         check_ksql_key_format(key_format_of(props, style), stmt.pos)
         check_key_columns(key_format_of(props, style), [(c.name, c.type) for c in columns if c.origin == "key"], stmt.pos)
@@ -93,6 +114,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     if changelog and not key_columns:
         raise StatementError(f"{name} reads a {changelog} changelog: declare its PRIMARY KEY (...) NOT ENFORCED, "
                              "so updates and deletes know the row they replace", rule="changelog-needs-key", pos=stmt.pos)
+    if stmt.dialect == "ksql":
+        _check_ksql_elements(stmt, kind, value_format, props, key_columns)
     if kind == "TABLE" and not key_columns and connector != "jdbc":  # a database table's rows need no key
         raise StatementError(
             f"TABLE {name} needs a PRIMARY KEY column (or the KEY property)", rule="table-needs-key", pos=stmt.pos
@@ -358,6 +381,11 @@ def _metadata_column(col: ast.ColumnDef, name: str) -> ColumnInfo:
         allowed = FLINK_METADATA[key]
     declared = spark_type(col.type)
     what = key.split(":")[0]
+    if declared.lower() not in allowed and kind in ("headers", "header"):  # ksqlDB's, in its words
+        written = "HEADERS" if kind == "headers" else f"HEADER('{field}')"
+        expected = "ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>>" if kind == "headers" else "BYTES"
+        raise StatementError(f"Invalid type for {written} column: expected {expected}, got {ksql_type_name(declared)}",
+                             rule="metadata-type", pos=col.pos)
     if declared.lower() not in allowed:
         raise StatementError(f"column {name} reads the record's {what}, so its type must be {' or '.join(allowed.values())}",
                              rule="metadata-type", pos=col.pos)
@@ -444,10 +472,14 @@ def check_delimiter(props: dict, pos) -> None:
                          "Example valid value: ';'", rule="value-delimiter", pos=pos)
 
 
-def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos, ksql: bool = False) -> None:
+def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos, ksql: bool = False,
+                        properties: Optional[dict] = None) -> None:
     """Refuse value columns the format cannot hold (a PROTOBUF array of arrays; KAFKA: more than one column,
     or one that is not a primitive; DELIMITED: a nested type; ``ksql``, ksqlDB's JSON and AVRO: a MAP whose
-    keys are no strings), in ksqlDB's words."""
+    keys are no strings; ksqlDB's WRAP_SINGLE_VALUE, said of several value columns), in ksqlDB's words."""
+    if ksql and "wrap_single_value" in (properties or {}) and len(columns) > 1:
+        raise StatementError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas", rule="value-format",
+                             pos=pos)
     if ksql and value_format in ("JSON", "AVRO") and any(_map_key_not_string(t) for _, t in columns):
         raise StatementError("JSON only supports MAP types with STRING keys" if value_format == "JSON"
                              else "Avro only supports MAPs with STRING keys", rule="value-format", pos=pos)
@@ -481,8 +513,11 @@ def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, decl
     BYTES column (``KafkaSerdeFactory``). A query's result (not ``declared``) may have several key columns
     (DIALECT: a RIGHT or FULL foreign-key join is keyed by both tables' keys); only their types are checked."""
     from ..connectors.formats import KAFKA_VALUE_TYPES
-    from .types import ksql_type_name
 
+    if key_format.upper() == "NONE" and columns:
+        got = ", ".join(f"`{name}` {ksql_type_name(type_)} KEY" for name, type_ in columns)
+        raise StatementError(f"The 'NONE' format can only be used when no columns are defined. Got: [{got}]",
+                             rule="key-format", pos=pos)
     for name, type_ in columns:
         if "map<" in type_.lower():
             raise StatementError(

@@ -65,7 +65,8 @@ def conjoin(terms: list[ast.Expr]) -> Optional[ast.Expr]:
 
 
 AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET",
-              "TOPK", "TOPKDISTINCT"}
+              "TOPK", "TOPKDISTINCT", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "HISTOGRAM",
+              "CORRELATION"}
 TOP_K = ("TOPK", "TOPKDISTINCT")  # ksqlDB's: (column, k), k an integer literal
 
 
@@ -92,8 +93,10 @@ def static_type(e: ast.Expr) -> str:
     from .nodes import Ref
     from .types import spark_type
 
-    if isinstance(e, Ref):
+    if isinstance(e, (Ref, ast.LambdaVar)):
         return e.type
+    if isinstance(e, ast.Lambda):
+        return static_type(e.body)
     if isinstance(e, ast.Literal):
         if e.kind == "integer":
             return "int" if -2**31 <= e.value < 2**31 else "bigint"
@@ -102,6 +105,13 @@ def static_type(e: ast.Expr) -> str:
         return "boolean"
     if isinstance(e, ast.UnaryOp) and e.op == "NOT":
         return "boolean"
+    if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) and e.ksql:  # ksqlDB's: the type its values fold into
+        from . import ksql_coercion
+
+        try:
+            return ksql_coercion.constructed_type(e)
+        except (ksql_coercion.NotCoercible, ksql_coercion.BadLiteral):
+            return ""
     if isinstance(e, ast.ArrayLiteral) and e.items:
         element = static_type(e.items[0])
         return f"array<{element}>" if element else ""

@@ -54,8 +54,15 @@ KSQL_VARIANTS = {
     "FROM_UNIXTIME": "KSQL_FROM_UNIXTIME",  # milliseconds to a TIMESTAMP (Flink's and Spark's: seconds to text)
     "CONVERT_TZ": "KSQL_CONVERT_TZ",  # a TIMESTAMP from one zone's wall clock to another's (Flink's: text)
     "ARRAY_JOIN": "KSQL_ARRAY_JOIN",  # ',' by default; a NULL element is written "null" (Flink's skips it)
+    "STDDEV_SAMP": "KSQL_STDDEV_SAMP",  # an aggregate: ksqlDB's is the sample variance (no square root)
+    "CONCAT": "KSQL_CONCAT",  # NULL arguments left out (Flink's and Spark's: NULL)
 }
-TRANSLATED.update({"KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
+# ksqlDB's functions taking a lambda (``x => ...``), over an ARRAY's elements or a MAP's entries: TRANSFORM(a, x => ...),
+# TRANSFORM(m, (k, v) => new key, (k, v) => new value), FILTER(a, x => ...), FILTER(m, (k, v) => ...),
+# REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
+LAMBDA_FUNCTIONS = {"TRANSFORM": (2, 3), "FILTER": (2, 2), "REDUCE": (3, 3)}
+TRANSLATED.update(LAMBDA_FUNCTIONS)
+TRANSLATED.update({"KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
 
 # read by the planner itself: Flink's group windows and their auxiliary functions, PROCTIME(), ksqlDB's AS_VALUE
@@ -141,7 +148,7 @@ RESULT_TYPES = {
     **dict.fromkeys(("SQRT", "EXP", "LN", "POWER"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
-                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID"), "string"),
+                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT"), "string"),
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
@@ -152,7 +159,8 @@ RESULT_TYPES = {
 }
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
-                              "LEAST", "ARRAY_CONCAT"})
+                              "LEAST", "ARRAY_CONCAT", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT", "ARRAY_UNION",
+                              "ARRAY_REMOVE", "ARRAY_SORT"})
 
 
 def call_type(name: str, argument_types: list[str]) -> str:
@@ -168,7 +176,32 @@ def call_type(name: str, argument_types: list[str]) -> str:
         return first
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
+    if name in ("ARRAY_MAX", "ARRAY_MIN") and argument_types and argument_types[0].startswith("array<"):
+        return argument_types[0][len("array<"):-1]
+    if name in LAMBDA_FUNCTIONS and len(argument_types) >= 2:
+        collection = argument_types[0]
+        if name == "FILTER":
+            return collection
+        if name == "REDUCE":  # the state's: its initial value's type, else what the lambda makes of it
+            return argument_types[1] or argument_types[-1]
+        if collection.startswith("array<") and argument_types[1]:
+            return f"array<{argument_types[1]}>"
+        if collection.startswith("map<") and all(argument_types[1:3]) and len(argument_types) == 3:
+            return f"map<{argument_types[1]},{argument_types[2]}>"
     return ""
+
+
+def lambda_variable_types(name: str, argument_types: list[str]) -> tuple[str, ...]:
+    """The types of the variables a lambda argument of a call of ``name`` (``LAMBDA_FUNCTIONS``) is given: an
+    ARRAY's element, or a MAP's key and value, after REDUCE's state (of its initial value's type); () when the first
+    argument is no ARRAY or MAP."""
+    from .types import split_type_args
+
+    collection = argument_types[0] if argument_types else ""
+    if not (collection.startswith("array<") or collection.startswith("map<")):
+        return ()
+    items = tuple(split_type_args(collection[collection.index("<") + 1:-1]))
+    return (argument_types[1], *items) if name == "REDUCE" else items
 
 
 def aggregate_type(name: str, argument_type: str, style: str) -> str:
@@ -180,6 +213,10 @@ def aggregate_type(name: str, argument_type: str, style: str) -> str:
         return "bigint"
     if name == "AVG":
         return argument_type if style == "flink" and argument_type in ex.INTEGRAL else "double"
+    if name in ("STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "CORRELATION"):
+        return "double"
+    if name == "HISTOGRAM":
+        return f"map<{argument_type},bigint>" if argument_type else ""
     if not argument_type:
         return ""
     if name == "SUM" and argument_type.startswith("decimal("):
@@ -237,6 +274,17 @@ def ksql_variants(e):
 
 
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+def ksql_coercions(e):
+    """``e`` with its IN lists and ARRAY and MAP constructors marked ``ksql``: their values are brought to one type
+    as ksqlDB's ``CoercionUtil`` does (``plan.ksql_coercion``), not by Spark's rules."""
+    def mark(node):
+        if isinstance(node, (ast.InList, ast.ArrayLiteral, ast.MapLiteral)) and not node.ksql:
+            return ksql_coercions(replace(node, ksql=True))
+        return None
+
+    return ex.transform(e, mark)
 
 
 def ksql_comparisons(e, condition: bool = False):

@@ -8,7 +8,9 @@ shared rules (``non-grouped-column`` and the rest) still apply to every other qu
 6. a HAVING column outside an aggregate that no GROUP BY expression holds;
 7. an aggregate without GROUP BY;
 and of its projection: 8. a grouping expression not selected; 9. one selected twice; 10. no value column;
-then 11. an aggregate function of a table that ksqlDB cannot take back (its ``TableAggregationFunction``s only).
+then 11. an aggregate function of a table that ksqlDB cannot take back (its ``TableAggregationFunction``s only);
+12. over a DELIMITED input, an aggregate whose running value is an ARRAY, MAP or STRUCT (ksqlDB keeps it in the
+input's value format, which holds none: ``MaterializationUtil``).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Optional, Sequence
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
-from .nodes import Aggregate, PlanNode, Project, Ref, expr_text, walk
+from .nodes import Aggregate, PlanNode, Project, Ref, Scan, expr_text, walk
 
 
 def ksql_text(e: ast.Expr, qualified: bool = True) -> str:
@@ -120,7 +122,7 @@ def check_projection(project: Project, group_by: Sequence[ast.Expr], target: str
                              pos=group_by[0].pos if group_by else None)
 
 
-TABLE_AGGREGATES = {"COUNT", "SUM", "AVG", "COLLECT_LIST"}  # the ones a table's retraction can undo, in ksqlDB
+TABLE_AGGREGATES = {"COUNT", "SUM", "AVG", "COLLECT_LIST", "HISTOGRAM", "CORRELATION"}  # the ones a table's retraction can undo, in ksqlDB
 
 
 def check_table_aggregates(plan: PlanNode) -> None:
@@ -132,6 +134,26 @@ def check_table_aggregates(plan: PlanNode) -> None:
                 plural = "s" if len(names) > 1 else ""
                 raise StatementError(f"The aggregation function{plural} {_and_joined(names)} cannot be applied to a "
                                      "table source, only to a stream source.", rule="table-aggregate")
+
+
+# aggregates whose running value ksqlDB keeps as an ARRAY, MAP or STRUCT (AVG: its sum and count; LATEST_BY_OFFSET:
+# the value and its offset; TOPK: the list so far; the standard deviations: sum, count and M2)
+STRUCTURED_INTERMEDIATE = {"AVG", "TOPK", "TOPKDISTINCT", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET",
+                           "EARLIEST_BY_OFFSET", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "HISTOGRAM",
+                           "CORRELATION"}
+
+
+def check_intermediate_types(plan: PlanNode) -> None:
+    """Rule 12."""
+    for node in walk(plan):
+        if not isinstance(node, Aggregate):
+            continue
+        formats = {getattr(n.source, "value_format", "") for n in walk(node.input) if isinstance(n, Scan)}
+        structured = [call for _, call in node.aggregates if call.name in STRUCTURED_INTERMEDIATE or call.distinct]
+        if "DELIMITED" in formats and structured:
+            raise StatementError("One of the functions used in the statement has an intermediate type that the value "
+                                 "format can not handle. Please remove the function or change the format.",
+                                 rule="value-format", pos=structured[0].pos)
 
 
 def _and_joined(names: Sequence[str]) -> str:

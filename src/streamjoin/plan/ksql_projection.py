@@ -60,6 +60,8 @@ def check_key_selected(plan: PlanNode, target: str, pos: ast.Pos) -> None:
     node = plan.input
     while isinstance(node, Filter):
         node = node.input
+    if isinstance(node, (Repartition, Scan)):
+        _check_keys_once(plan, node)
     if isinstance(node, Repartition):
         if not all(isinstance(e, ast.Literal) and e.value is None for e in node.by) and not set(node.key) <= selected:
             _not_included(target, "partitioning expression", [_qualified_text(e, node.input) for e in node.by], True,
@@ -68,6 +70,24 @@ def check_key_selected(plan: PlanNode, target: str, pos: ast.Pos) -> None:
         _check_join(node, selected, target)
     elif isinstance(node, Scan) and not set(node.key) <= selected:
         _not_included(target, "key column", [node.field(k).name for k in node.key], True, pos)
+
+
+def _check_keys_once(plan: Project, keyed: PlanNode) -> None:
+    """ksqlDB's ``FinalProjectNode``: a key column selected twice (copying a key into the value takes AS_VALUE), and a
+    projection of nothing but key columns, are refused."""
+    for key in keyed.key:
+        names = sorted(f.name for f, e in plan.items if isinstance(e, Ref) and e.id == key and not f.hidden)
+        if len(names) > 1:
+            listed = ", ".join(names[:-1]) + " and " + names[-1]
+            raise StatementError(f"The projection contains a key column (`{keyed.field(key).name}`) more than once, "
+                                 f"aliased as: {listed}.\nEach key column must only be in the projection once. If you "
+                                 "intended to copy the key into the value, then consider using the AS_VALUE function to "
+                                 "indicate which key reference should be copied.", rule="key-projected-twice")
+    shown = [(f, e) for f, e in plan.items if not f.hidden]
+    inferred = any(isinstance(n, Scan) and not n.source.value_columns and n.source.value_format in ("AVRO", "PROTOBUF")
+                   for n in walk(keyed))  # its value columns come from a schema registry this planner does not read
+    if shown and not inferred and all(isinstance(e, Ref) and e.id in keyed.key for _, e in shown):
+        raise StatementError("The projection contains no value columns.", rule="no-value-columns")
 
 
 def _not_included(target: str, kind: str, keys: Sequence[str], every: bool, pos: ast.Pos, synthetic: bool = False

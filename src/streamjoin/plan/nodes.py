@@ -397,6 +397,11 @@ def expr_text(e: Optional[ast.Expr]) -> str:
         return f"INTERVAL {e.millis} MILLISECOND"
     if isinstance(e, ast.TimeUnit):
         return e.unit
+    if isinstance(e, ast.LambdaVar):
+        return e.name
+    if isinstance(e, ast.Lambda):
+        params = e.params[0] if len(e.params) == 1 else f"({', '.join(e.params)})"
+        return f"{params} => {expr_text(e.body)}"
     if isinstance(e, ast.Call):
         inner = "*" if e.star else ", ".join(expr_text(a) for a in e.args)
         if e.name in ("FLOOR", "CEIL") and len(e.args) == 2 and isinstance(e.args[1], ast.TimeUnit):

@@ -88,7 +88,7 @@ def _sql(e: ast.Expr, names: dict) -> Optional[str]:
     if isinstance(e, ast.IsNull):
         inner = _sql(e.operand, names)
         return None if inner is None else f"{inner} IS {'NOT ' if e.negated else ''}NULL"
-    if isinstance(e, ast.InList):
+    if isinstance(e, ast.InList) and not e.ksql:  # ksqlDB's IN converts its values first: not SQL's
         parts = [_sql(x, names) for x in (e.operand, *e.items)]
         return None if None in parts else f"{parts[0]} {'NOT ' if e.negated else ''}IN ({', '.join(parts[1:])})"
     if isinstance(e, ast.Between):

@@ -18,7 +18,7 @@ from .ddl import (
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
-from .types import ksql_type_name
+from .types import ksql_type_name, spark_type
 from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
@@ -87,6 +87,12 @@ class StatementPlanner:
             info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None,
                                    servers=self.catalog.servers,
                                    default_value_format=self.catalog.properties.get(DEFAULT_VALUE_FORMAT))
+            existing = self.catalog.source(stmt.name)
+            if stmt.or_replace and (stmt.read_only or existing is not None and existing.read_only):
+                kind = stmt.kind.lower()
+                raise StatementError(f"Cannot add {kind} '{info.name}': CREATE OR REPLACE is not supported on source "
+                                     f"{kind}s.", rule="read-only-source", pos=stmt.pos)
+            info = replace(info, read_only=stmt.read_only)
             self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
             return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
         if isinstance(stmt, ast.CreateView):
@@ -114,6 +120,9 @@ class StatementPlanner:
             if target.bounded:
                 raise StatementError(f"{target.name} is read from a file: INSERT ... VALUES cannot add to it",
                                      rule="insert-into-file", pos=stmt.pos)
+            if target.read_only:
+                raise StatementError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}",
+                                     rule="read-only-source", pos=stmt.pos)
             return PlannedStatement(item, produced=(target.topic, values_records(stmt, target)))
         if isinstance(stmt, ast.CreatePump):
             name = self.catalog.qualified(stmt.name, "ksql")
@@ -160,8 +169,13 @@ class StatementPlanner:
             if info is None:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, output=describe_text(info))
+        if isinstance(stmt, ast.AlterSource):
+            return self._alter(item, stmt)
         if isinstance(stmt, ast.Drop):
             info = self.catalog.source(stmt.name)
+            if info is not None and info.read_only and stmt.delete_topic:
+                raise StatementError(f"Cannot delete topic for read-only source: {info.name}", rule="read-only-source",
+                                     pos=stmt.pos)
             if not self.catalog.drop(stmt.name) and not stmt.if_exists:
                 raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, dropped=info.name if info else None)
@@ -172,6 +186,30 @@ class StatementPlanner:
                                        query_id=f"TRANSIENT_{self._query_count}")
             return replace(planned, query=replace(planned.query, limit=stmt.limit))
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
+
+    def _alter(self, item, stmt: ast.AlterSource) -> PlannedStatement:
+        """ksqlDB's ``ALTER STREAM|TABLE n ADD COLUMN c type, ...``: value columns added to a declared source (not to a
+        query's, nor to a read-only one), for the statements after it."""
+        info = self.catalog.source(stmt.name)
+        kind = stmt.kind.lower()
+        if info is None or info.kind.lower() != kind:
+            raise StatementError(f"Source {display_name(stmt.name, 'ksql')} does not exist.", rule="unknown-source",
+                                 pos=stmt.name.pos)
+        if info.read_only:
+            raise StatementError(f"Cannot alter {kind} '{info.name}': ALTER operations are not supported on source "
+                                 f"{kind}s.", rule="read-only-source", pos=stmt.pos)
+        if info.created_by_query:
+            raise StatementError("ALTER command is not supported for CREATE ... AS SELECT sources.",
+                                 rule="alter-source", pos=stmt.pos)
+        columns = list(info.columns)
+        for col in stmt.columns:
+            name = display_name(col.name, "ksql")
+            if any(c.name == name for c in columns):
+                raise StatementError(f"Cannot add column `{name}` to schema. A column with the same name already exists.",
+                                     rule="alter-source", pos=col.pos)
+            columns.append(ColumnInfo(name, spark_type(col.type, ksql=True)))
+        self.catalog.add_source(replace(info, columns=tuple(columns)), replace_existing=True)
+        return PlannedStatement(item)
 
     def _insert(self, item, stmt: ast.InsertInto, query_id: Optional[str] = None) -> PlannedStatement:
         """``INSERT INTO t [(cols)] [STORE ...] SELECT``: Lenses' STORE AS names the formats of a topic the
@@ -230,6 +268,9 @@ class StatementPlanner:
             if style == "ksql":
                 check_delimiter(props, name.pos)
                 check_ksql_formats(props, name.pos)
+                if "key_format" in props and str(props["key_format"]).upper() != "NONE" and _keyed_by_null(plan):
+                    raise StatementError("Key format specified for stream without key columns.", rule="key-format",
+                                         pos=name.pos)
             columns_out = _columns_of(plan, keys_in_value)
             default_key = str(self.catalog.properties.get(DEFAULT_KEY_FORMAT, "KAFKA")).upper()
             formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
@@ -244,11 +285,11 @@ class StatementPlanner:
                 dialect="ksql" if style == "ksql" and declared_by(plan, "ksql") else "",
             )
             check_value_columns(target.value_format, [(c.name, c.type) for c in target.value_columns], shown, name.pos,
-                                ksql=style == "ksql" and declared_by(plan, "ksql"))
+                                ksql=style == "ksql" and declared_by(plan, "ksql"), properties=props)
             if style == "ksql" and declared_by(plan, "ksql"):
                 check_ksql_key_format(target.key_format, name.pos)
-                check_key_columns(target.key_format, [(c.name, c.type) for c in target.columns if c.origin == "key"],
-                                  name.pos, declared=False)
+                keys = [] if _keyed_by_null(plan) else [(c.name, c.type) for c in target.columns if c.origin == "key"]
+                check_key_columns(target.key_format, keys, name.pos, declared=False)
             if target.key_format in ("AVRO", "PROTOBUF") and target.window is not None:
                 raise StatementError(f"an {target.key_format} key is not written with a window yet: store a windowed "
                                      "result's key as JSON or STRING", rule="key-format", pos=name.pos)
@@ -338,12 +379,23 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     return key_format, value_format
 
 
+def _keyed_by_null(plan: PlanNode) -> bool:
+    """Whether ``plan`` re-keys its records by ``PARTITION BY NULL`` (they have no key)."""
+    return any(isinstance(n, Repartition) and all(isinstance(e, ast.Literal) and e.kind == "null" for e in n.by)
+               for n in walk(plan))
+
+
 def _check_ksql_insert(sink: SourceInfo, plan: PlanNode, pos) -> None:
     """ksqlDB's INSERT INTO: only into a stream, and a result whose schema is the stream's (the same column names,
     the same key columns; types alike, or a number the sink's number type takes: ``_takes``), in its words."""
     if sink.kind == "TABLE":
         raise StatementError(f"INSERT INTO can only be used to insert into a stream. {sink.name} is a table.",
                              rule="insert-into", pos=pos)
+    if sink.read_only:
+        raise StatementError(f"Cannot insert into read-only stream: {sink.name}", rule="read-only-source", pos=pos)
+    if sink.reads_headers:
+        raise StatementError(f"Cannot insert into {sink.name} because it has header columns", rule="insert-into-headers",
+                             pos=pos)
     keys = [plan.field(k) for k in plan.key if not plan.field(k).hidden]
     result = [(f.name, f.type, True) for f in keys] + [(f.name, f.type, False) for f in plan.fields
                                                        if not f.hidden and f not in keys]

@@ -13,19 +13,23 @@ _SCALARS = {
 }
 
 
-def spark_type(t: TypeName) -> str:
-    """The Spark DDL type string for a parsed SQL type."""
+def spark_type(t: TypeName, ksql: bool = False) -> str:
+    """The Spark DDL type string for a parsed SQL type; ``ksql``: declared with ksqlDB's DDL, whose unquoted STRUCT
+    field names are upper-cased (``STRUCT<a INT>`` has a field ``A``), as its columns' names are."""
     if t.name in _SCALARS:
         return _SCALARS[t.name]
     if t.name in ("DECIMAL", "NUMERIC", "DEC"):
         precision, scale = (tuple(t.params) + (10, 0))[:2] if t.params else (10, 0)
         return f"decimal({precision},{scale})"
     if t.name == "ARRAY" and len(t.args) == 1:
-        return f"array<{spark_type(t.args[0])}>"
+        return f"array<{spark_type(t.args[0], ksql)}>"
     if t.name == "MAP" and len(t.args) == 2:
-        return f"map<{spark_type(t.args[0])},{spark_type(t.args[1])}>"
+        return f"map<{spark_type(t.args[0], ksql)},{spark_type(t.args[1], ksql)}>"
     if t.name == "STRUCT":
-        return "struct<" + ",".join(f"`{n}`:{spark_type(ft)}" for n, ft in t.fields) + ">"
+        def named(n: str) -> str:
+            return n.upper() if ksql and n not in t.quoted_fields else n
+
+        return "struct<" + ",".join(f"`{named(n)}`:{spark_type(ft, ksql)}" for n, ft in t.fields) + ">"
     raise StatementError(f"unknown type {t.name}", rule="unknown-type", pos=t.pos)
 
 

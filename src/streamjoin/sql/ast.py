@@ -49,7 +49,8 @@ class TypeName:
     name: str
     params: tuple[int, ...] = ()
     args: tuple["TypeName", ...] = ()  # ARRAY element, MAP key and value
-    fields: tuple[tuple[str, "TypeName"], ...] = ()  # STRUCT fields
+    fields: tuple[tuple[str, "TypeName"], ...] = ()  # STRUCT fields, named as written
+    quoted_fields: frozenset[str] = frozenset()  # the STRUCT field names written in quotes
     pos: Pos = _pos()
 
 
@@ -75,6 +76,14 @@ class Star(Expr):
     """``*`` or ``qualifier.*``."""
 
     qualifier: Optional[Ident] = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class StructStar(Expr):
+    """ksqlDB's ``s->*`` in a SELECT list: every field of the STRUCT ``s``, each a column named after it."""
+
+    base: Expr
     pos: Pos = _pos()
 
 
@@ -159,9 +168,32 @@ class Between(Expr):
 
 @dataclass(frozen=True)
 class InList(Expr):
+    """``ksql``: ksqlDB's IN, whose values are brought to one type first (``plan.ksql_coercion``) and which is FALSE,
+    not NULL, when nothing matches (a NULL operand or value matches nothing)."""
+
     operand: Expr
     items: tuple[Expr, ...]
     negated: bool = False
+    pos: Pos = _pos()
+    ksql: bool = False
+
+
+@dataclass(frozen=True)
+class Lambda(Expr):
+    """ksqlDB's ``x => body`` or ``(a, b) => body``, an argument of TRANSFORM, FILTER and REDUCE; ``params``
+    upper-cased (a lambda's variables are named in any case)."""
+
+    params: tuple[str, ...]
+    body: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class LambdaVar(Expr):
+    """A lambda's variable in its body, bound to the type it takes (``plan.binder``)."""
+
+    name: str
+    type: str = ""
     pos: Pos = _pos()
 
 
@@ -201,10 +233,12 @@ class Cast(Expr):
 
 @dataclass(frozen=True)
 class ArrayLiteral(Expr):
-    """``[a, b]`` (Lenses) or ``ARRAY[a, b]``."""
+    """``[a, b]`` (Lenses) or ``ARRAY[a, b]``. ``ksql``: ksqlDB's, whose elements are brought to one type first
+    (``plan.ksql_coercion``)."""
 
     items: tuple[Expr, ...]
     pos: Pos = _pos()
+    ksql: bool = False
 
 
 @dataclass(frozen=True)
@@ -217,10 +251,11 @@ class StructLiteral(Expr):
 
 @dataclass(frozen=True)
 class MapLiteral(Expr):
-    """ksqlDB's ``MAP(key := value, ...)``."""
+    """ksqlDB's ``MAP(key := value, ...)``; ``ksql``: its keys, and its values, brought to one type each first."""
 
     entries: tuple[tuple[Expr, Expr], ...]
     pos: Pos = _pos()
+    ksql: bool = False
 
 
 @dataclass(frozen=True)
@@ -466,6 +501,7 @@ class CreateSource(Statement):
     dialect: str = "ksql"  # whose DDL it is: 'ksql', 'flink', 'lenses' (FORMAT), 'sqlstream' (neither WITH nor FORMAT)
     formats: Optional[tuple[str, str]] = None  # Lenses FORMAT (key, value), as written
     description: Optional[str] = None
+    read_only: bool = False  # ksqlDB's CREATE SOURCE STREAM|TABLE: nothing may write into it, drop its topic or alter it
 
 
 @dataclass(frozen=True)
@@ -609,6 +645,16 @@ class Explain(Statement):
 class Describe(Statement):
     name: Ident
     extended: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class AlterSource(Statement):
+    """ksqlDB's ``ALTER STREAM|TABLE n ADD [COLUMN] c type, ...``: value columns added to a declared source."""
+
+    kind: str
+    name: Ident
+    columns: tuple[ColumnDef, ...]
     pos: Pos = _pos()
 
 

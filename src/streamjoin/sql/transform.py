@@ -86,7 +86,7 @@ class AstBuilder(Transformer):
         """An optional keyword group that is present, such as OR REPLACE or NOT (absent: None)."""
         return True
 
-    or_replace = if_not_exists = if_exists = extended = delete_topic = local_time_zone = not_enforced = _flag
+    or_replace = if_not_exists = if_exists = extended = delete_topic = local_time_zone = not_enforced = read_only = _flag
     negated = distinct = _flag
 
     def _word(self, meta, token: Token) -> str:
@@ -110,7 +110,7 @@ class AstBuilder(Transformer):
 
     # ------------------------------------------------------------ statements
 
-    def create_source(self, meta, or_replace, kind, if_not_exists, name, elements, description, options):
+    def create_source(self, meta, or_replace, read_only, kind, if_not_exists, name, elements, description, options):
         elements = elements or ()
         columns = tuple(e for e in elements if isinstance(e, ast.ColumnDef))
         keys = [e for e in elements if isinstance(e, _TablePrimaryKey)]
@@ -137,7 +137,7 @@ class AstBuilder(Transformer):
             watermark=watermarks[0] if watermarks else None,
             style="flink" if dialect == "flink" else "ksql",
             or_replace=bool(or_replace), if_not_exists=bool(if_not_exists), pos=self._pos(meta),
-            dialect=dialect, formats=formats, description=description,
+            dialect=dialect, formats=formats, description=description, read_only=bool(read_only),
         )
 
     # SQLstream's Kafka foreign stream options, as the properties of a topic source
@@ -275,6 +275,12 @@ class AstBuilder(Transformer):
     def drop(self, meta, kind, if_exists, name, delete_topic):
         return ast.Drop(kind, name, bool(if_exists), bool(delete_topic), pos=self._pos(meta))
 
+    def alter_source(self, meta, kind, name, *added):
+        return ast.AlterSource(str(kind).upper(), name, tuple(added), pos=self._pos(meta))
+
+    def added_column(self, meta, name, type_):
+        return ast.ColumnDef(name, type_, pos=self._pos(meta))
+
     # ------------------------------------------------------------ DDL
 
     def column_def(self, meta, path, type_, *constraints):
@@ -344,10 +350,11 @@ class AstBuilder(Transformer):
         return ast.TypeName("MAP", args=(key, value), pos=self._pos(meta))
 
     def struct_type(self, meta, *fields):
-        return ast.TypeName("STRUCT", fields=fields, pos=self._pos(meta))
+        return ast.TypeName("STRUCT", fields=tuple((name.text, type_) for name, type_ in fields),
+                            quoted_fields=frozenset(name.text for name, _ in fields if name.quoted), pos=self._pos(meta))
 
     def struct_field(self, meta, name, type_):
-        return name.text, type_
+        return name, type_
 
     # ------------------------------------------------------------ SELECT
 
@@ -632,6 +639,9 @@ class AstBuilder(Transformer):
     def field(self, meta, base, name):
         return ast.Subscript(base, field=name, pos=self._pos(meta))
 
+    def struct_star(self, meta, base):
+        return ast.StructStar(base, pos=self._pos(meta))
+
     def string_literal(self, meta, token):
         return ast.Literal(unquote(token), "string", pos=self._pos(meta))
 
@@ -700,6 +710,10 @@ class AstBuilder(Transformer):
 
     def named_arg(self, meta, name, value):
         return (name, value)
+
+    def lambda_arg(self, meta, *parts):
+        *params, body = parts
+        return ast.Lambda(tuple(p.text.upper() for p in params), body, pos=self._pos(meta))
 
     def star_call(self, meta, name):
         return ast.Call(name.text.upper(), star=True, pos=self._pos(meta))

@@ -14,6 +14,8 @@ from ..errors import StatementError
 from ..plan.ddl import declared_key_format
 from ..operators import pair_condition
 from ..plan import expressions as ex
+from ..plan import ksql_coercion
+from ..plan.ksql_coercion import NUMBERS, base_type
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
@@ -103,18 +105,6 @@ _COMPARISONS = {"=": "EQUAL", "<>": "NOT_EQUAL", "<": "LESS_THAN", "<=": "LESS_T
 _EQUALITIES = ("=", "<>", "<=>")
 
 
-_NUMBERS_BY_WIDTH = ("INTEGER", "BIGINT", "DECIMAL", "DOUBLE")  # ksqlDB's numeric base types, narrowest first
-_BASE_TYPES = ("INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "STRING", "BOOLEAN", "ARRAY", "MAP", "STRUCT", "DATE",
-               "TIMESTAMP", "TIME", "BYTES")
-
-
-def _base_type(spark_type: str) -> str:
-    """ksqlDB's base type of a Spark type (INTEGER, BIGINT, DOUBLE, DECIMAL, STRING, ARRAY, ...); "" if unknown."""
-    name = ksql_type_name(spark_type).split("<")[0].split("(")[0]
-    name = "DOUBLE" if name == "FLOAT" else name
-    return name if name in _BASE_TYPES else ""
-
-
 def _ksql_base(e) -> str:
     """ksqlDB's base type of ``e``: its static type's, with a decimal literal a DECIMAL (``1.5``) and arithmetic
     on numbers the widest of its operands' (as ksqlDB's ``Operator.resultType``); "" if unknown."""
@@ -122,16 +112,16 @@ def _ksql_base(e) -> str:
         return "DECIMAL"
     if isinstance(e, ast.BinaryOp) and e.op in ("+", "-", "*", "/", "%"):
         bases = {_ksql_base(e.left), _ksql_base(e.right)}
-        if bases <= set(_NUMBERS_BY_WIDTH):
-            return max(bases, key=_NUMBERS_BY_WIDTH.index)
+        if bases <= set(NUMBERS):
+            return max(bases, key=NUMBERS.index)
         return "STRING" if e.op == "+" and bases == {"STRING"} else ""
-    return _base_type(ex.static_type(e))
+    return base_type(ex.static_type(e))
 
 
 def _comparable(left: str, op: str, right: str) -> bool:
     """ksqlDB's ``ComparisonUtil``: which base types compare, and with which operators."""
-    if left in _NUMBERS_BY_WIDTH:
-        return right in _NUMBERS_BY_WIDTH
+    if left in NUMBERS:
+        return right in NUMBERS
     if left == "STRING":
         return right in ("STRING", "DATE", "TIMESTAMP", "TIME")
     if left in ("DATE", "TIMESTAMP"):
@@ -174,6 +164,12 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
     """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
     if isinstance(e, ast.InList):
         return _in_list_problem(e, texts)
+    if isinstance(e, ast.Call) and e.name in ("GREATEST", "LEAST"):
+        return _extremum_problem(e)
+    if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) or isinstance(e, ast.Call) and e.name == "MAP" and not e.args:
+        return _constructor_problem(e)
+    if isinstance(e, ast.Cast):
+        return _cast_problem(e)
     if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
         return None
     if e.op in _COMPARISONS and any(isinstance(side, ast.Literal) and side.kind == "null" for side in (e.left, e.right)):
@@ -187,146 +183,101 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
         shown = [ksql_type_name(ex.static_type(side)) or base for side, base in zip((e.left, e.right), bases)]
         return (f"Cannot compare {_ksql_text_of(e.left, texts)} ({shown[0]}) to "
                 f"{_ksql_text_of(e.right, texts)} ({shown[1]}) with {_COMPARISONS[e.op]}.")
-    if all(b in _NUMBERS_BY_WIDTH for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
+    if all(b in NUMBERS for b in bases) or (e.op == "+" and bases == ["STRING"] * 2):
         return None
     return f"Error processing expression: {_ksql_text_of(e, texts)}. Unsupported arithmetic types. {bases[0]} {bases[1]}"
 
 
-class _NotCoercible(Exception):
-    """ksqlDB's ``CoercionUtil``: a value of a list the list's common type cannot take (message in its words)."""
+_EXTREMUM_OVERLOADS = NUMBERS + ("STRING", "BYTES", "DATE", "TIME", "TIMESTAMP")
 
 
-def _in_list_problem(e: ast.InList, texts: dict) -> Optional[str]:
-    """ksqlDB's check of ``x IN (a, b, ...)`` (``CoercionUtil.coerceUserList`` over the operand and the values):
-    each value must be coercible to the type of those before it: numbers widen (INTEGER, BIGINT, DECIMAL, DOUBLE),
-    a string literal must parse as the number or BOOLEAN it stands for, a literal may become a STRING, a constructed
-    ARRAY, MAP or STRUCT is checked element by element; anything else must have the same type."""
-    try:
-        common = ""
-        for item in (e.operand, *e.items):
-            common = _common_type(item, common, texts)
-    except _NotCoercible as err:
-        return f"Invalid Predicate: {err}"
+def _extremum_problem(e: ast.Call) -> Optional[str]:
+    """ksqlDB's choice among GREATEST's (LEAST's) overloads, one per type, each taking values of that type: arguments
+    all of one type (NULLs aside) take theirs; others must fit exactly one overload (numbers widen, a string literal
+    reads as a DATE, TIME or TIMESTAMP); none is refused, and so is more than one (INTEGER and BIGINT fit BIGINT,
+    DECIMAL and DOUBLE alike)."""
+    def null(a):
+        return isinstance(a, ast.Literal) and a.kind == "null"
+
+    shown = ", ".join("null" if null(a) else ksql_type_name(ex.static_type(a)) for a in e.args)
+    name = e.name.lower()
+    if not e.args:
+        return f"Function '{name}' does not accept parameters ()."
+    if all(null(a) for a in e.args):
+        return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
+    values = [a for a in e.args if not null(a)]
+    bases = [base_type(ex.static_type(a)) for a in values]
+    if not all(bases) or len(set(bases)) == 1:
+        return None
+
+    def fits(value, base: str, overload: str) -> bool:
+        if base == overload or base in NUMBERS and overload in NUMBERS and NUMBERS.index(base) <= NUMBERS.index(overload):
+            return True
+        return isinstance(value, ast.Literal) and value.kind == "string" and overload in ("DATE", "TIME", "TIMESTAMP")
+
+    fitting = [o for o in _EXTREMUM_OVERLOADS if all(fits(v, b, o) for v, b in zip(values, bases))]
+    if len(fitting) == 1:
+        return None
+    if not fitting:
+        return f"Function '{name}' does not accept parameters ({shown})."
+    return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
+
+
+_ISSUE_4239 = "(see https://github.com/confluentinc/ksql/issues/4239)"
+
+
+def _constructor_problem(e) -> Optional[str]:
+    """ksqlDB's refusals of an ARRAY[...] or MAP(k := v, ...) constructor: empty, all NULL (no type to give it), or
+    with values that do not fold into one type (``plan.ksql_coercion``)."""
+    def null(v):
+        return isinstance(v, ast.Literal) and v.kind == "null"
+
+    if isinstance(e, ast.ArrayLiteral):
+        if not e.items:
+            return f"Array constructor cannot be empty. Please supply at least one element {_ISSUE_4239}."
+        if all(null(v) for v in e.items):
+            return (f"Cannot construct an array with all NULL elements {_ISSUE_4239}. As a workaround, you may cast a "
+                    "NULL value to the desired type.")
+        groups = [e.items]
+    else:
+        entries = getattr(e, "entries", ())
+        if not entries:
+            return f"Map constructor cannot be empty. Please supply at least one key value pair {_ISSUE_4239}."
+        for part, word in ((0, "keys"), (1, "values")):
+            if all(null(entry[part]) for entry in entries):
+                return f"Cannot construct a map with all NULL {word}"
+        groups = [[k for k, _ in entries], [v for _, v in entries]]
+    for values in groups:
+        try:
+            ksql_coercion.common_type(values)
+        except ksql_coercion.BadLiteral as err:
+            return f'invalid input syntax for type {err.base}: "{err.text}".'
+        except ksql_coercion.NotCoercible:
+            return None  # left to Spark's own typing, as before
     return None
 
 
-def _literal_type(e) -> str:
-    """A value's Spark type; a decimal literal's DECIMAL(precision, scale) as ksqlDB types it."""
-    if isinstance(e, ast.Literal) and e.kind == "decimal":
-        digits = str(e.value).lstrip("-")
-        whole, _, fraction = digits.partition(".")
-        return f"decimal({max(len(whole.lstrip('0')) + len(fraction), 1)},{len(fraction)})"
-    return ex.static_type(e)
+def _cast_problem(e: ast.Cast) -> Optional[str]:
+    """ksqlDB casts to an ARRAY, MAP or STRUCT only from one of the same kind."""
+    source, target = ex.static_type(e.operand), ex.static_type(e)
+    kind = base_type(target)
+    if kind in ("ARRAY", "MAP", "STRUCT") and source and base_type(source) != kind:
+        return f"Invalid Select: Cast of {ksql_type_name(source)} to {ksql_type_name(target)} is not supported"
+    return None
 
 
-def _common_type(item, target: str, texts: dict) -> str:
-    """The common type of ``target`` (the list's so far, "" before the first value or where unknown) and
-    ``item``'s, or ``_NotCoercible``."""
-    source = _literal_type(item)
-    if isinstance(item, ast.Literal) and item.kind == "null" or not source:
-        return target
-    if not target:
-        return source
-    base = _base_type(target)
-    if isinstance(item, (ast.ArrayLiteral, ast.MapLiteral, ast.StructLiteral)):
-        kind = {ast.ArrayLiteral: "ARRAY", ast.MapLiteral: "MAP", ast.StructLiteral: "STRUCT"}[type(item)]
-        if base != kind:
-            raise _NotCoercible(_no_operator(item, source, target, texts))
-        try:
-            _constructed(item, target, texts)
-        except _NotCoercible as err:
-            if str(err).startswith("invalid input syntax"):
-                raise
-            raise _NotCoercible(_no_operator(item, source, target, texts)) from None
-        return target
-    if isinstance(item, ast.Literal) and item.kind == "string" and (base in _NUMBERS_BY_WIDTH or base == "BOOLEAN"):
-        text = str(item.value).strip().lower()
-        if base == "BOOLEAN":  # SqlBooleans: any prefix of true, false, yes or no
-            if not text or not any(word.startswith(text) for word in ("true", "false", "yes", "no")):
-                raise _NotCoercible(f'invalid input syntax for type BOOLEAN: "{item.value}".')
-            return target
-        try:
-            float(text)
-        except ValueError:
-            raise _NotCoercible(f'invalid input syntax for type {base}: "{item.value}".') from None
-        return target
-    if base in _NUMBERS_BY_WIDTH and _base_type(source) in _NUMBERS_BY_WIDTH:
-        return _wider_number(source, target)
-    literal = isinstance(item, ast.Literal)
-    if _coercible(source, target, literal):
-        return target
-    if _coercible(target, source, literal):
-        return source
-    raise _NotCoercible(_no_operator(item, source, target, texts))
-
-
-def _wider_number(a: str, b: str) -> str:
-    """The common type of two numbers: the wider base type; two DECIMALs (an INTEGER is a DECIMAL(10, 0), a
-    BIGINT a DECIMAL(19, 0)) widened to hold both (``DecimalUtil.widen``)."""
-    wider = max(_base_type(a), _base_type(b), key=_NUMBERS_BY_WIDTH.index)
-    if wider != "DECIMAL":
-        return a if _base_type(a) == wider else b
-
-    def digits(t: str) -> tuple[int, int]:
-        base = _base_type(t)
-        if base != "DECIMAL":
-            return (10, 0) if base == "INTEGER" else (19, 0)
-        precision, scale = t[t.index("(") + 1:-1].split(",")
-        return int(precision), int(scale)
-
-    (p1, s1), (p2, s2) = digits(a), digits(b)
-    scale = max(s1, s2)
-    return f"decimal({max(p1 - s1, p2 - s2) + scale},{scale})"
-
-
-def _constructed(item, target: str, texts: dict) -> None:
-    """Each element of a constructed ARRAY, MAP or STRUCT against ``target``'s element types."""
-    from ..connectors.formats import split_type_args
-
-    args = split_type_args(target[target.index("<") + 1:-1])
-    if isinstance(item, ast.ArrayLiteral):
-        for value in item.items:
-            _common_type(value, args[0], texts)
-    elif isinstance(item, ast.MapLiteral):
-        for key, value in item.entries:
-            _common_type(key, args[0], texts)
-            _common_type(value, args[1], texts)
-    else:
-        fields = {n.strip().strip("`").upper(): t for n, t in (a.split(":", 1) for a in args)}
-        for name, value in item.fields:
-            if ex.field_name(name).upper() in fields:
-                _common_type(value, fields[ex.field_name(name).upper()], texts)
-
-
-def _coercible(source: str, target: str, literal: bool) -> bool:
-    """ksqlDB's ``DefaultSqlValueCoercer.canCoerce``, on types: STRICT for expressions, LAX for literals (which
-    may also become a STRING)."""
-    from ..connectors.formats import split_type_args
-
-    s, t = _base_type(source), _base_type(target)
-    if s in _NUMBERS_BY_WIDTH and t in _NUMBERS_BY_WIDTH:
-        return _NUMBERS_BY_WIDTH.index(s) <= _NUMBERS_BY_WIDTH.index(t)
-    if s in ("ARRAY", "MAP", "STRUCT"):
-        if s != t:
-            return False
-        inner_s, inner_t = (split_type_args(x[x.index("<") + 1:-1]) for x in (source, target))
-        if s == "STRUCT":
-            fields_s, fields_t = ({n.strip().strip("`").upper(): ty for n, ty in (f.split(":", 1) for f in inner)}
-                                  for inner in (inner_s, inner_t))
-            return fields_s.keys() == fields_t.keys() and all(
-                _coercible(fields_s[n], fields_t[n], literal) for n in fields_s)
-        return len(inner_s) == len(inner_t) and all(_coercible(a, b, literal) for a, b in zip(inner_s, inner_t))
-    if s == t:
-        return True
-    if s == "STRING" and t in ("TIMESTAMP", "TIME", "DATE", "BYTES"):
-        return True
-    return literal and t == "STRING" and s in ("BOOLEAN", "INTEGER", "BIGINT", "DECIMAL", "DOUBLE", "TIMESTAMP", "TIME",
-                                                "DATE")
-
-
-def _no_operator(item, source: str, target: str, texts: dict) -> str:
-    return (f"operator does not exist: {ksql_type_name(target)} = {ksql_type_name(source)} ({_ksql_text_of(item, texts)})"
-            "\nHint: You might need to add explicit type casts.")
+def _in_list_problem(e: ast.InList, texts: dict) -> Optional[str]:
+    """ksqlDB's check of ``x IN (a, b, ...)``: the operand and the values must fold into one type
+    (``plan.ksql_coercion``)."""
+    try:
+        ksql_coercion.common_type((e.operand, *e.items))
+    except ksql_coercion.BadLiteral as err:
+        return f'Invalid Predicate: invalid input syntax for type {err.base}: "{err.text}".'
+    except ksql_coercion.NotCoercible as err:
+        return (f"Invalid Predicate: operator does not exist: {ksql_type_name(err.target)} = "
+                f"{ksql_type_name(err.source)} ({_ksql_text_of(err.item, texts)})"
+                "\nHint: You might need to add explicit type casts.")
+    return None
 
 
 def _check_event_times(plan: PlanNode) -> None:
