@@ -415,7 +415,92 @@ def _url_parameter(e: ast.Call, url: Column, name: Column) -> Column:
     return F.when(first.isNotNull(), F.coalesce(_spark("try_element_at", F.split(first, "=", 2), F.lit(2)), F.lit("")))
 
 
+def _by_encoding(encoding: Column, **forms: Column) -> Column:
+    """The form named by ksqlDB's encoding argument (``hex``, ``utf8``, ``ascii``, ``base64``, in any case); NULL for
+    another, as ksqlDB's failing call gives."""
+    chosen = F.lower(encoding)
+    out = None
+    for name, form in forms.items():
+        out = F.when(chosen == name, form) if out is None else out.when(chosen == name, form)
+    return out
+
+
+def _to_bytes(e: ast.Call, text: Column, encoding: Column) -> Column:
+    return _by_encoding(encoding, hex=F.unhex(text), utf8=F.encode(text, "UTF-8"), ascii=F.encode(text, "US-ASCII"),
+                        base64=F.unbase64(text))
+
+
+def _from_bytes(e: ast.Call, data: Column, encoding: Column) -> Column:
+    return _by_encoding(encoding, hex=F.hex(data), utf8=F.decode(data, "UTF-8"), ascii=F.decode(data, "US-ASCII"),
+                        base64=F.base64(data))
+
+
+def _unsigned_from_bytes(data: Column, size: int, order: Column | None) -> Column:
+    """``size`` bytes as an unsigned number (DECIMAL(20, 0)), big-endian unless ``order`` is 'LITTLE_ENDIAN'; NULL for
+    another number of bytes (ksqlDB's call fails)."""
+    digits = F.hex(data)
+    if order is not None:
+        reversed_pairs = F.concat(*[F.substring(digits, 2 * i + 1, 2) for i in reversed(range(size))])
+        digits = F.when(F.upper(order) == "LITTLE_ENDIAN", reversed_pairs).otherwise(digits)
+    return F.when(F.length(data) == size, F.conv(digits, 16, 10).cast("decimal(20,0)"))
+
+
+def _int_from_bytes(size: int):
+    def convert(e: ast.Call, data: Column, order: Column | None = None) -> Column:
+        unsigned = _unsigned_from_bytes(data, size, order)
+        top = 2 ** (8 * size)
+        return F.when(unsigned >= top // 2, unsigned - top).otherwise(unsigned).cast("int" if size == 4 else "bigint")
+    return convert
+
+
+def _double_from_bytes(e: ast.Call, data: Column, order: Column | None = None) -> Column:
+    """8 bytes as an IEEE 754 double (Java's ``ByteBuffer.getDouble``): sign, 11-bit exponent, 52-bit fraction, each
+    part exact in Spark's arithmetic."""
+    bits = _unsigned_from_bytes(data, 8, order)
+    negative = bits >= 2 ** 63
+    rest = F.when(negative, bits - 2 ** 63).otherwise(bits)
+    exponent = F.floor(rest / F.lit(2 ** 52))
+    fraction = (rest - exponent * F.lit(2 ** 52)).cast("double")
+    size = (F.when(exponent == 0, fraction * F.pow(F.lit(2.0), F.lit(-1074)))
+            .when(exponent == 2047, F.when(fraction == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
+            .otherwise((F.lit(1.0) + fraction / F.lit(float(2 ** 52))) * F.pow(F.lit(2.0), exponent - 1023)))
+    return F.when(negative, -size).otherwise(size)
+
+
+def _generate_series(e: ast.Call, start: Column, end: Column, step: Column | None = None) -> Column:
+    """ksqlDB's GENERATE_SERIES: start to end by step (1, or -1 when end is below start); NULL where the step
+    never reaches the end (ksqlDB's call fails), where Spark's sequence would fail the query."""
+    kind = static_type(e)[len("array<"):-1] or "bigint"
+    start, end = start.cast(kind), end.cast(kind)
+    if step is None:
+        step = F.when(end < start, F.lit(-1)).otherwise(F.lit(1))
+    step = step.cast(kind)
+    reaches = (start == end) | (step > 0) & (start < end) | (step < 0) & (start > end)
+    return F.when(reaches, F.sequence(start, end, step))
+
+
+def _as_map(e: ast.Call, keys: Column, values: Column) -> Column:
+    """ksqlDB's AS_MAP: keys paired with values in order, as far as both go; a repeated key takes its last value (a
+    Java map's put), a NULL text key is written "null" (Spark has no NULL keys)."""
+    n = F.least(F.size(keys), F.size(values))
+    given = F.slice(keys, 1, n)
+    if static_type(e).startswith("map<string,"):
+        given = F.transform(given, lambda k: F.coalesce(k, F.lit("null")))
+    distinct = F.array_distinct(given)
+    last = F.transform(distinct, lambda k: F.element_at(values, n + 1 - F.array_position(F.reverse(given), k)))
+    return F.map_from_arrays(distinct, last)
+
+
+def _entries(e: ast.Call, entries: Column, sort: Column) -> Column:
+    """ksqlDB's ENTRIES: a MAP's entries as STRUCT<K, V>, by key when ``sort`` holds."""
+    pairs = F.transform(F.map_entries(entries), lambda p: F.struct(p["key"].alias("K"), p["value"].alias("V")))
+    return F.when(F.coalesce(sort, F.lit(False)), F.array_sort(pairs)).otherwise(pairs)
+
+
 _TRANSLATIONS = {
+    "GENERATE_SERIES": _generate_series, "AS_MAP": _as_map, "ENTRIES": _entries,
+    "TO_BYTES": _to_bytes, "FROM_BYTES": _from_bytes, "INT_FROM_BYTES": _int_from_bytes(4),
+    "BIGINT_FROM_BYTES": _int_from_bytes(8), "DOUBLE_FROM_BYTES": _double_from_bytes,
     "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_instant(e, ms), zone), fmt),
     "STRINGTOTIMESTAMP": lambda e, text, fmt, zone=None: _spark("unix_millis", _unzoned(_spark("to_timestamp", text, fmt), zone)),
     "FORMAT_TIMESTAMP": lambda e, ts, fmt, zone=None: _spark("date_format", _zoned(ts, zone), fmt),

@@ -87,6 +87,8 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
         value = F.col(sink.value_fields[0]).cast("string") if sink.value_fields else F.lit(None).cast("string")
         if TOMBSTONE in df.columns:
             value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
+    elif target.value_format == "DELIMITED" and target.dialect == "ksql":
+        value = F.when(row.isNotNull(), ksql_delimited(df, sink.value_fields, delimiter_of(dict(target.properties))))
     elif target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
     elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
@@ -96,6 +98,25 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def ksql_delimited(df: DataFrame, fields, sep: str) -> Column:
+    """ksqlDB's DELIMITED text of ``fields``: each one's text, joined by ``sep`` and quoted as Apache Commons CSV 1.4
+    (ksqlDB's writer) quotes in its MINIMAL mode: a first field that is empty or starts with neither a letter nor a
+    digit; any field that starts with a character up to '#', ends with one up to a space, or holds a line break, a
+    quote or the delimiter (a quote doubled inside). A NULL is written as nothing, unquoted; BYTES as base64."""
+    cells = []
+    for i, fid in enumerate(fields):
+        column = F.col(fid)
+        text = F.base64(column) if isinstance(df.schema[fid].dataType, BinaryType) else column.cast("string")
+        filled = F.length(text) > 0
+        quote = (filled & ((F.ascii(text) <= 35) | (F.ascii(F.substring(text, -1, 1)) <= 32)
+                           | text.rlike('[\n\r"]') | text.contains(sep)))
+        if i == 0:
+            quote = quote | ~filled | ~text.rlike("^[0-9A-Za-z]")
+        quoted = F.concat(F.lit('"'), F.regexp_replace(text, '"', '""'), F.lit('"'))
+        cells.append(F.when(column.isNull(), F.lit("")).when(quote, quoted).otherwise(text))
+    return F.concat_ws(sep, *cells) if cells else F.lit("")
 
 
 def key_writer(sink: Sink, df: DataFrame) -> Optional[tuple[str, str]]:

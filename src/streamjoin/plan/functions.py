@@ -38,6 +38,9 @@ TRANSLATED = {
     "URL_EXTRACT_HOST": (1, 1), "URL_EXTRACT_PARAMETER": (2, 2), "URL_EXTRACT_PATH": (1, 1), "URL_EXTRACT_PORT": (1, 1),
     "URL_EXTRACT_PROTOCOL": (1, 1), "URL_EXTRACT_QUERY": (1, 1),
     "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3),
+    "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
+    "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
+    "DOUBLE_FROM_BYTES": (1, 2),
 }
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
@@ -155,7 +158,8 @@ RESULT_TYPES = {
     "SPLIT": "array<string>", "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
     **dict.fromkeys(("TO_JSON_STRING", "URL_ENCODE_PARAM", "URL_DECODE_PARAM", "URL_EXTRACT_FRAGMENT", "URL_EXTRACT_HOST",
                      "URL_EXTRACT_PARAMETER", "URL_EXTRACT_PATH", "URL_EXTRACT_PROTOCOL", "URL_EXTRACT_QUERY"), "string"),
-    "DATEADD": "date", "DATESUB": "date",
+    "DATEADD": "date", "DATESUB": "date", "TO_BYTES": "binary", "FROM_BYTES": "string", "INT_FROM_BYTES": "int",
+    "BIGINT_FROM_BYTES": "bigint", "DOUBLE_FROM_BYTES": "double",
 }
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
@@ -176,6 +180,15 @@ def call_type(name: str, argument_types: list[str]) -> str:
         return first
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
+    if name == "GENERATE_SERIES" and argument_types:
+        return f"array<{'bigint' if 'bigint' in argument_types[:2] else argument_types[0]}>" if argument_types[0] else ""
+    if name == "AS_MAP" and len(argument_types) == 2 and all(t.startswith("array<") for t in argument_types):
+        return f"map<{argument_types[0][len('array<'):-1]},{argument_types[1][len('array<'):-1]}>"
+    if name == "ENTRIES" and argument_types and argument_types[0].startswith("map<"):
+        from .types import split_type_args
+
+        key, value = split_type_args(argument_types[0][len("map<"):-1])
+        return f"array<struct<`K`:{key},`V`:{value}>>"
     if name in ("ARRAY_MAX", "ARRAY_MIN") and argument_types and argument_types[0].startswith("array<"):
         return argument_types[0][len("array<"):-1]
     if name in LAMBDA_FUNCTIONS and len(argument_types) >= 2:
