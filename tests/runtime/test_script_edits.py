@@ -35,7 +35,7 @@ def test_edits_elsewhere_keep_each_querys_checkpoint_and_a_changed_query_is_refu
     assert first == {"CSAS_J": 4, "INSERTQUERY_COPIED": 4}
 
     # a statement added at the top, another one removed: the remaining queries resume, nothing is re-emitted
-    edited = ("CREATE STREAM other (ID INT KEY) WITH (kafka_topic='other', value_format='JSON');\n"
+    edited = ("CREATE STREAM other (ID INT KEY, N INT) WITH (kafka_topic='other', value_format='JSON');\n"
               "CREATE STREAM added AS SELECT * FROM other;\n" + DDL + "\n\n" + JOIN.replace(" ON ", "\n  ON "))
     again = _run(spark, tmp_path, edited)
     assert again == {"CSAS_ADDED": 0, "CSAS_J": 4}
