@@ -186,12 +186,13 @@ def _value_parser(source) -> Column:
                   for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
         bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
         return F.struct(*fields, F.when(bad, text).alias(CORRUPT))
-    if source.value_format == "DELIMITED":
-        if numbers:
-            row = ", ".join(f"`{c.name}` {'string' if c.type in TIMES else c.type}" for c in value_cols)
+    if source.value_format == "DELIMITED":  # ksqlDB's: times as numbers, BYTES as base64 (read as text first)
+        texts = _read_as_ksql(source) and any(c.type in TIMES or c.type == "binary" for c in value_cols)
+        if texts:
+            row = ", ".join(f"`{c.name}` {'string' if c.type in TIMES + ('binary',) else c.type}" for c in value_cols)
         parsed = F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
                             "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-        return _ksql_times_of_text(parsed, value_cols) if numbers else parsed
+        return _ksql_times_of_text(parsed, value_cols) if texts else parsed
     if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     if coerces(source):
@@ -296,12 +297,13 @@ def _bad_times(column: Column, type_: str) -> Column:
 
 
 def _ksql_times_of_text(parsed: Column, columns) -> Column:
-    """A DELIMITED value parsed with its TIMESTAMP and DATE columns as text (``_value_parser``), those columns
-    read as ksqlDB reads them (``_ksql_time``); one that is neither a number nor a time makes the value bad."""
+    """A DELIMITED value parsed with its TIMESTAMP, DATE and BYTES columns as text (``_value_parser``), those columns
+    read as ksqlDB reads them (``_ksql_time``; BYTES from base64); a time that is neither a number nor a time makes
+    the value bad."""
     fields, bad = [], []
     for c in columns:
         raw = parsed.getField(c.name)
-        value = _ksql_time(raw, c.type) if c.type in TIMES else raw
+        value = _ksql_time(raw, c.type) if c.type in TIMES else F.unbase64(raw) if c.type == "binary" else raw
         fields.append(value.alias(c.name))
         if c.type in TIMES:
             bad.append(F.when(raw.isNotNull() & value.isNull(), raw))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
+from decimal import Decimal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -180,6 +181,8 @@ def _call(e: ast.Call) -> Column:
     if e.name in ("SUBSTR", "SUBSTRING") and len(args) == 2:
         args.append(F.lit(2_147_483_647))
     name = FUNCTIONS.get(e.name, e.name.lower())
+    if name == "size" and len(args) == 1:  # of NULL: NULL in every dialect (Spark's legacy size is -1)
+        return F.when(args[0].isNotNull(), F.size(args[0]))
     return F.call_function(name, *args)
 
 
@@ -435,6 +438,11 @@ def _from_bytes(e: ast.Call, data: Column, encoding: Column) -> Column:
                         base64=F.base64(data))
 
 
+def _exact(n: int) -> Column:
+    """A whole number beyond a BIGINT's range, as a DECIMAL literal."""
+    return F.lit(Decimal(n)).cast("decimal(20,0)")
+
+
 def _unsigned_from_bytes(data: Column, size: int, order: Column | None) -> Column:
     """``size`` bytes as an unsigned number (DECIMAL(20, 0)), big-endian unless ``order`` is 'LITTLE_ENDIAN'; NULL for
     another number of bytes (ksqlDB's call fails)."""
@@ -449,7 +457,8 @@ def _int_from_bytes(size: int):
     def convert(e: ast.Call, data: Column, order: Column | None = None) -> Column:
         unsigned = _unsigned_from_bytes(data, size, order)
         top = 2 ** (8 * size)
-        return F.when(unsigned >= top // 2, unsigned - top).otherwise(unsigned).cast("int" if size == 4 else "bigint")
+        return F.when(unsigned >= _exact(top // 2), unsigned - _exact(top)).otherwise(unsigned).cast(
+            "int" if size == 4 else "bigint")
     return convert
 
 
@@ -457,10 +466,10 @@ def _double_from_bytes(e: ast.Call, data: Column, order: Column | None = None) -
     """8 bytes as an IEEE 754 double (Java's ``ByteBuffer.getDouble``): sign, 11-bit exponent, 52-bit fraction, each
     part exact in Spark's arithmetic."""
     bits = _unsigned_from_bytes(data, 8, order)
-    negative = bits >= 2 ** 63
-    rest = F.when(negative, bits - 2 ** 63).otherwise(bits)
-    exponent = F.floor(rest / F.lit(2 ** 52))
-    fraction = (rest - exponent * F.lit(2 ** 52)).cast("double")
+    negative = bits >= _exact(2 ** 63)
+    rest = F.when(negative, bits - _exact(2 ** 63)).otherwise(bits)
+    exponent = F.floor(rest / _exact(2 ** 52))
+    fraction = (rest - exponent * _exact(2 ** 52)).cast("double")
     size = (F.when(exponent == 0, fraction * F.pow(F.lit(2.0), F.lit(-1074)))
             .when(exponent == 2047, F.when(fraction == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
             .otherwise((F.lit(1.0) + fraction / F.lit(float(2 ** 52))) * F.pow(F.lit(2.0), exponent - 1023)))
@@ -487,7 +496,7 @@ def _as_map(e: ast.Call, keys: Column, values: Column) -> Column:
     if static_type(e).startswith("map<string,"):
         given = F.transform(given, lambda k: F.coalesce(k, F.lit("null")))
     distinct = F.array_distinct(given)
-    last = F.transform(distinct, lambda k: F.element_at(values, n + 1 - F.array_position(F.reverse(given), k)))
+    last = F.transform(distinct, lambda k: F.element_at(values, (n + 1 - F.array_position(F.reverse(given), k)).cast("int")))
     return F.map_from_arrays(distinct, last)
 
 
@@ -536,6 +545,7 @@ _TRANSLATIONS = {
     "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),
     "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
     "KSQL_CONCAT": lambda e, *texts: F.concat_ws("", *[t.cast("string") for t in texts]),
+    "KSQL_TRIM": lambda e, text: F.regexp_replace(text, "^[\\x00-\\x20]+|[\\x00-\\x20]+$", ""),
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
         "array_join", array.cast("array<string>"),
         F.lit(",") if delimiter is None else F.coalesce(delimiter, F.lit("")), F.lit("null")),

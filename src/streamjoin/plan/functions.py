@@ -57,6 +57,7 @@ KSQL_VARIANTS = {
     "FROM_UNIXTIME": "KSQL_FROM_UNIXTIME",  # milliseconds to a TIMESTAMP (Flink's and Spark's: seconds to text)
     "CONVERT_TZ": "KSQL_CONVERT_TZ",  # a TIMESTAMP from one zone's wall clock to another's (Flink's: text)
     "ARRAY_JOIN": "KSQL_ARRAY_JOIN",  # ',' by default; a NULL element is written "null" (Flink's skips it)
+    "TRIM": "KSQL_TRIM",  # every character up to a space at both ends, as Java's String.trim (Spark's: spaces only)
     "STDDEV_SAMP": "KSQL_STDDEV_SAMP",  # an aggregate: ksqlDB's is the sample variance (no square root)
     "CONCAT": "KSQL_CONCAT",  # NULL arguments left out (Flink's and Spark's: NULL)
 }
@@ -65,7 +66,7 @@ KSQL_VARIANTS = {
 # REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
 LAMBDA_FUNCTIONS = {"TRANSFORM": (2, 3), "FILTER": (2, 2), "REDUCE": (3, 3)}
 TRANSLATED.update(LAMBDA_FUNCTIONS)
-TRANSLATED.update({"KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
+TRANSLATED.update({"KSQL_TRIM": (1, 1), "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
 
 # read by the planner itself: Flink's group windows and their auxiliary functions, PROCTIME(), ksqlDB's AS_VALUE
@@ -151,7 +152,7 @@ RESULT_TYPES = {
     **dict.fromkeys(("SQRT", "EXP", "LN", "POWER"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
-                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT"), "string"),
+                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM"), "string"),
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",

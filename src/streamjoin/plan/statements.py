@@ -274,6 +274,8 @@ class StatementPlanner:
             columns_out = _columns_of(plan, keys_in_value)
             default_key = str(self.catalog.properties.get(DEFAULT_KEY_FORMAT, "KAFKA")).upper()
             formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
+            if style == "ksql" and not {"value_format", "format", "value_delimiter"} & set(props):
+                props = {**props, **_inherited_delimiter(plan, formats[1])}
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
@@ -377,6 +379,13 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     if key_format == "NONE" and any(not plan.field(k).hidden for k in plan.key):
         key_format = default_key_format  # ksqlDB: a result with a key is not written without one
     return key_format, value_format
+
+
+def _inherited_delimiter(plan: PlanNode, value_format: str) -> dict:
+    """ksqlDB's sink that inherits the DELIMITED format of its left-most source inherits its VALUE_DELIMITER too."""
+    source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+    delimiter = dict(source.properties).get("value_delimiter") if source is not None else None
+    return {"value_delimiter": delimiter} if value_format == "DELIMITED" and delimiter else {}
 
 
 def _keyed_by_null(plan: PlanNode) -> bool:
