@@ -34,6 +34,7 @@ VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
 BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
 BINARY_ERROR = "__binary_error"  # why a binary value could not be read
+SCHEMA_INFERRED = ("AVRO", "PROTOBUF", "JSON_SR")  # ksqlDB: columns from a schema registry when none are declared
 
 
 def normalise_format(name: str) -> Optional[str]:

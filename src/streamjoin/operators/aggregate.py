@@ -112,15 +112,23 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
         x, y = float(x), float(y)
         sx, sy, sxx, syy, sxy, n = acc or (0.0, 0.0, 0.0, 0.0, 0.0, 0)
         return (sx + x, sy + y, sxx + x * x, syy + y * y, sxy + x * y, n + 1)
-    if fn == "HISTOGRAM":  # ksqlDB's: counts of at most 1000 distinct values (later ones are not counted)
-        counts = dict(acc or {})
-        if len(counts) < HISTOGRAM_LIMIT or value in counts:
-            counts[value] = counts.get(value, 0) + 1
-        return counts
+    if fn == "HISTOGRAM":
+        return counted(acc or {}, {value: 1})
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
 
 
 HISTOGRAM_LIMIT = 1000
+
+
+def counted(counts: dict, more: dict) -> dict:
+    """ksqlDB's HISTOGRAM counts with ``more`` added: at most ``HISTOGRAM_LIMIT`` distinct values (later new ones are
+    not counted); a new dict."""
+    out = dict(counts)
+    for value, n in more.items():
+        if len(out) < HISTOGRAM_LIMIT or value in out:
+            out[value] = out.get(value, 0) + n
+    return out
+
 VARIANCES = ("STDDEV_SAMPLE", "KSQL_STDDEV_SAMP")  # ksqlDB's: the sample standard deviation, and (its STDDEV_SAMP) the
 # sample variance
 
@@ -138,7 +146,7 @@ def _youngs_cramer(acc: Any, value: Any) -> tuple:
 def top_k(spec: AggSpec, acc: list, values: list) -> list:
     """ksqlDB's TOPK (TOPKDISTINCT): the ``spec.param`` largest of the values so far (distinct ones), largest
     first, from the kept list ``acc`` and further values; of equal ones, the earlier. A TOPK with further columns
-    keeps records (STRUCTs, ``plan.binder._top_k_rows``) ordered by their first field, ``sort_col``; a record whose
+    keeps records (STRUCTs, ``plan.binder._one_argument``) ordered by their first field, ``sort_col``; a record whose
     ``sort_col`` is NULL is left out."""
     if values and isinstance(values[0], dict):
         values = [v for v in values if v["sort_col"] is not None]

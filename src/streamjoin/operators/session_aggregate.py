@@ -38,7 +38,7 @@ from ..lower.expressions import compile_expr
 from ..plan.expressions import TOP_K
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
-from .aggregate import HISTOGRAM_LIMIT, VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, result_type, top_k
+from .aggregate import VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, counted, result_type, top_k
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, restore_integers,
@@ -220,12 +220,8 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return b
     if fn in TOP_K:
         return top_k(spec, a, b)
-    if fn == "HISTOGRAM":  # ksqlDB's merge: the later session's counts added, within the 1000 values kept
-        counts = dict(a)
-        for value, n in b.items():
-            if len(counts) < HISTOGRAM_LIMIT or value in counts:
-                counts[value] = counts.get(value, 0) + n
-        return counts
+    if fn == "HISTOGRAM":  # ksqlDB's merge: the later session's counts added
+        return counted(a, b)
     if fn == "CORRELATION":
         return tuple(x + y for x, y in zip(a, b))
     if fn in VARIANCES:  # ksqlDB's merge of two (sum, count, M2): Chan et al.'s pairwise update, in doubles

@@ -539,7 +539,7 @@ def _one_argument(call: ast.Call) -> ast.Call:
 
 
 def _check_top_k(call: ast.Call) -> None:
-    """ksqlDB's TOPK and TOPKDISTINCT take a column (TOPK: and further columns, ``_top_k_rows``) and how many of its
+    """ksqlDB's TOPK and TOPKDISTINCT take a column (TOPK: and further columns, ``_one_argument``) and how many of its
     largest values to keep: an integer literal of at least 1."""
     k = call.args[1] if len(call.args) == 2 else None
     if not (isinstance(k, ast.Literal) and k.kind == "integer" and k.value >= 1) or call.star:

@@ -6,6 +6,7 @@ from typing import Optional
 from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
+from ..connectors.formats import SCHEMA_INFERRED
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
 from .settings import interval_ms
@@ -20,14 +21,10 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
     return {p.name.lower(): p.value for p in props}
 
 
-# ksqlDB's value formats that read their columns from a schema registry when a declaration names none
-_SCHEMA_INFERRED = ("AVRO", "PROTOBUF", "JSON_SR")
-
-
 def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, props: dict, key_columns) -> None:
     """ksqlDB's refusals of a declaration's columns, in its words: none at all in a format that cannot infer them,
     a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key."""
-    if not stmt.columns and value_format.upper() not in _SCHEMA_INFERRED:
+    if not stmt.columns and value_format.upper() not in SCHEMA_INFERRED:
         raise StatementError("No columns supplied.", rule="no-columns", pos=stmt.pos)
     for col in stmt.columns:
         if col.key and kind == "TABLE" or col.primary_key and kind == "STREAM":

@@ -40,10 +40,10 @@ class NotCoercible(Exception):
 
 
 class BadLiteral(Exception):
-    """A string literal that is not a value of ``base`` (a number or BOOLEAN base type)."""
+    """A string literal that is not a value of ``base`` (a number or BOOLEAN base type); its text is ksqlDB's words."""
 
     def __init__(self, text: str, base: str):
-        super().__init__(text, base)
+        super().__init__(f'invalid input syntax for type {base}: "{text}".')
         self.text, self.base = text, base
 
 

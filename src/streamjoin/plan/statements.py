@@ -367,7 +367,7 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     columns, becomes ``ksql.persistence.default.format.key``, KAFKA unless set); Flink's KAFKA key and JSON
     value. A primitive value format (KAFKA: a Lenses ``_value STRING``) is kept only for a result of one
     value column; a record is written as JSON."""
-    source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+    source = _leftmost_source(plan)
     if style == "flink" or source is None or source.bounded or source.changelog_format:
         return "KAFKA", "JSON"
     value_format = source.value_format
@@ -381,9 +381,13 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
     return key_format, value_format
 
 
+def _leftmost_source(plan: PlanNode) -> Optional[SourceInfo]:
+    return next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+
+
 def _inherited_delimiter(plan: PlanNode, value_format: str) -> dict:
     """ksqlDB's sink that inherits the DELIMITED format of its left-most source inherits its VALUE_DELIMITER too."""
-    source = next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+    source = _leftmost_source(plan)
     delimiter = dict(source.properties).get("value_delimiter") if source is not None else None
     return {"value_delimiter": delimiter} if value_format == "DELIMITED" and delimiter else {}
 

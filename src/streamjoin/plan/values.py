@@ -59,10 +59,10 @@ def _targets(stmt: ast.InsertValues, target: SourceInfo) -> list[tuple[Any, Opti
     (``HEADER('k')``, ``HEADERS``) are read from records and never written: naming one, or leaving out the column list
     of a stream that has one, is refused in ksqlDB's words."""
     headers = [c.name for c in target.columns if (c.metadata or "").startswith("header") and target.dialect == "ksql"]
-    if headers and (not stmt.columns or any(p[0].text.casefold() in {h.casefold() for h in headers} for p in stmt.columns)):
-        named = headers if not stmt.columns else [h for h in headers
-                                                  if h.casefold() in {p[0].text.casefold() for p in stmt.columns}]
-        raise StatementError(f"Cannot insert into HEADER columns: {', '.join(named)}", rule="insert-into-headers",
+    named = {path[0].text.casefold() for path in stmt.columns}
+    written = [h for h in headers if not stmt.columns or h.casefold() in named]
+    if written:
+        raise StatementError(f"Cannot insert into HEADER columns: {', '.join(written)}", rule="insert-into-headers",
                              pos=stmt.pos)
     if not stmt.columns:
         return [(c, None) for c in target.columns if c.origin in ("key", "value")]

@@ -251,7 +251,7 @@ def _constructor_problem(e) -> Optional[str]:
         try:
             ksql_coercion.common_type(values)
         except ksql_coercion.BadLiteral as err:
-            return f'invalid input syntax for type {err.base}: "{err.text}".'
+            return str(err)
         except ksql_coercion.NotCoercible:
             return None  # left to Spark's own typing, as before
     return None
@@ -272,7 +272,7 @@ def _in_list_problem(e: ast.InList, texts: dict) -> Optional[str]:
     try:
         ksql_coercion.common_type((e.operand, *e.items))
     except ksql_coercion.BadLiteral as err:
-        return f'Invalid Predicate: invalid input syntax for type {err.base}: "{err.text}".'
+        return f"Invalid Predicate: {err}"
     except ksql_coercion.NotCoercible as err:
         return (f"Invalid Predicate: operator does not exist: {ksql_type_name(err.target)} = "
                 f"{ksql_type_name(err.source)} ({_ksql_text_of(err.item, texts)})"
