@@ -210,6 +210,29 @@ def test_seed_cases_on_kafka(spark, broker, records_per_batch):
     assert not failures, "\n".join(failures)
 
 
+def test_late_records_go_to_a_topic_on_the_broker_once_across_restarts(spark, broker, tmp_path):
+    from streamjoin import Engine, Topics
+    from streamjoin.conformance.runner import produce_inputs
+
+    left, right, late = _topic("late-l"), _topic("late-r"), _topic("late")
+    script = (f"SET 'streamjoin.late.topic' = '{late}';"
+              f"CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='{left}', value_format='JSON', partitions=1);"
+              f"CREATE STREAM R (ID INT KEY, V STRING) WITH (kafka_topic='{right}', value_format='JSON', partitions=1);"
+              "CREATE STREAM J AS SELECT L.ID AS ID, R.V AS RV FROM L JOIN R WITHIN 1 SECOND GRACE PERIOD 0 SECONDS"
+              " ON L.ID = R.ID;")
+    records = [(left, 1, 1_001), (right, None, 1_002), (right, 2, 9_000), (right, 3, 1_005), (left, 3, 9_001)]
+    for part in (records[:2], records[2:]):  # a restart between the two
+        engine = Engine(spark, home=str(tmp_path), records_per_batch=0, bootstrap_servers=broker)
+        engine.execute(script)
+        produce_inputs(engine.store, [{"topic": t, "key": k, "value": {"V": "v"}, "timestamp": ts} for t, k, ts in part])
+        engine.process_all_available()
+        engine.stop()
+    with Topics(broker) as topics:
+        written = [r["value"] for r in topics.read(late)]
+    assert sorted((v["query"], v["reason"], v["topic"], v["offset"], v["rowtime"]) for v in written) == [
+        ("CSAS_J", "late", right, 2, 1_005), ("CSAS_J", "null_key", right, 0, 1_002)]
+
+
 KILL_SCRIPT = """
 SET 'streamjoin.ingestion.order' = 'produced';
 CREATE STREAM views (k STRING KEY, page INT, n INT) WITH (kafka_topic='views', value_format='JSON', partitions=3);

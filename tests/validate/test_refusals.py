@@ -147,6 +147,7 @@ REFUSED = [
      "interval"),
     ("an offset reset that is no offset", "SET 'auto.offset.reset' = 'newest';", "invalid-setting", "'earliest' or 'latest'"),
     ("Lenses: partitions that are no count", "SET defaults.topic.partitions = 0;", "invalid-setting", "positive whole number"),
+    ("a late-records topic without a name", "SET 'streamjoin.late.topic' = ' ';", "invalid-setting", "cannot be empty"),
     # ---- INSERT ... VALUES, pumps, Lenses DDL
     ("VALUES of another type than its column", "INSERT INTO L (ID, V) VALUES ('one', 'x');", "values-type",
      "does not fit column ID of type INT"),

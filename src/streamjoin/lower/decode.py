@@ -42,6 +42,7 @@ from ..connectors.formats import (
     split_type_args, struct_fields, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
+from ..connectors.late_records import ORIGIN
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
 from ..plan.nodes import OWN_ROWTIME, RECORD_POSITIONS, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
@@ -58,9 +59,11 @@ PARSED = "__p"
 FAILURE = "__failure"
 
 
-def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLetters] = None) -> DataFrame:
+def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLetters] = None, origin: bool = False) -> DataFrame:
     """The scan's rows; records that cannot be decoded go to ``dead_letters`` (module docstring). The value
-    is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after."""
+    is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after.
+    ``origin``: each row also names its record (``ORIGIN``: topic, partition, offset), for the query's late
+    records (``connectors.late_records``)."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
     key_writer = key_writer_schema(source.key_format, source.name,
@@ -81,6 +84,8 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
         # the failure is computed in the generated code before the observation, which interprets its input
         df = df.withColumn(FAILURE, _failure()).observe(dead_letters.metric, F.collect_list(FAILURE).alias("failures"))
+    if origin:
+        df = df.withColumn(ORIGIN, F.to_json(F.struct("topic", "partition", "offset")))
     return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR, FAILURE)
 
 

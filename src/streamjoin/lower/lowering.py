@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from ..connectors.event_time import CHANGELOG_PREFIX, KEY_PREFIX
 from ..connectors.json_decode import decode_option
+from ..connectors.late_records import ORIGIN
 from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
@@ -28,7 +29,7 @@ from .decode import decode_scan, json_columns, json_key_columns, read_bounded, r
 from .expressions import compile_expr
 from .operator_table import node_operator, operator_for
 
-META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START, WINDOW_END)
+META = (ROWTIME, SEQ, SUB, STREAM_TIME, TOPIC_TIMES, WINDOW_START, WINDOW_END, ORIGIN)
 LATERAL_FANOUT = 1_000_000  # _sub of a lateral row = parent _sub * fan-out + position
 
 
@@ -204,7 +205,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         if node.source.bounded:
             read = database_read(ctx.plan or node, node) if node.source.database is not None else None
             return read_bounded(records.sparkSession, node, read)
-        return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None)
+        return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None,
+                           origin=ctx.late_records is not None)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)
         if node.operator:

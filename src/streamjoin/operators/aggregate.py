@@ -37,7 +37,7 @@ from ..lower.expressions import compile_expr
 from ..plan.expressions import TOP_K
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, restore_integers
+from .keyed_inputs import BUCKET, bucketed, described_by, drop_records, integral_columns, restore_integers
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
@@ -224,7 +224,8 @@ class AggregateOperator:
         groups = [(f.id, e) for f, e in node.groups]
 
         arg_cols, specs = aggregate_specs(node)
-        prepared = df.select(*[compile_expr(e).alias(gid) for gid, e in groups], *arg_cols, ROWTIME, SEQ, SUB)
+        prepared = df.select(*[compile_expr(e).alias(gid) for gid, e in groups], *arg_cols, ROWTIME, SEQ, SUB,
+                             *described_by(df, ROWTIME))
         types = {fld.name: fld.dataType for fld in prepared.schema.fields}
         out_fields = [StructField(gid, types[gid]) for gid, _ in groups]
         out_fields += [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
@@ -256,7 +257,7 @@ def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], int
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         if drop_null_groups and group_ids:
             null_group = rows[group_ids].isna().any(axis=1).to_numpy()
-            count_dropped(meta, "null_key", null_group.sum())
+            drop_records(meta, "null_key", rows, null_group)
             rows = rows[~null_group]
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, accs)

@@ -11,11 +11,14 @@ for the query's checkpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from pyspark.sql import DataFrame
 
 from ..plan.nodes import Join, PlanNode
+
+if TYPE_CHECKING:
+    from ..connectors.late_records import LateRecords
 
 
 DEFAULT_TIME_BUCKETS = 8  # state buckets when lowering outside the engine (benchmarks); the engine's: runtime.checkpoint_layout
@@ -40,6 +43,8 @@ class LoweringContext:
     loaded_tables: Optional[str] = None
     # the checkpoint is of state layout 1 (``runtime.checkpoint_layout``): each bucket's meta value in a value state
     meta_in_value_state: bool = False
+    # what the query's operators drop as late or for a null key goes to a topic (``connectors.late_records``)
+    late_records: Optional["LateRecords"] = None
 
 @dataclass(frozen=True)
 class DeclaredState:

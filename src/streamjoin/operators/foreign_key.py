@@ -42,7 +42,7 @@ from ..plan.joins import foreign_key_sides
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NULL_KEY, OK, bucketed, count_dropped, integral_columns, key_codes, key_names, payload,
+    BUCKET, DELETE, NULL_KEY, OK, bucketed, drop_records, integral_columns, key_codes, key_names, payload,
     previous_row, restore_integers, tag_side, take, version_ends,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
@@ -113,7 +113,7 @@ def _subscribe_step(child_key, keys, child_cols, integral):
         meta = meta or {"table": new_table_log(), "dropped": {}, "rows": 0}
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB], kind="stable").reset_index(drop=True)
         null_pk = rows[child_key].isna().any(axis=1).to_numpy()
-        count_dropped(meta, "null_key", int(null_pk.sum()))
+        drop_records(meta, "null_key", rows, null_pk)
         rows = rows[~null_pk].reset_index(drop=True)
         stored = read_table(meta["table"], segments, child_key, keys)
         found = stored.rows_for(rows)
@@ -168,7 +168,7 @@ def _parent_step(child_key, keys, child_cols, parent_cols, join_key, child_outer
         rows = restore_integers(rows, integral).sort_values([SEQ, SUB, EVENT], kind="stable").reset_index(drop=True)
         event = rows[EVENT].to_numpy(dtype=np.int64)
         dropped = (event == PARENT_CHANGE) & _flag(rows[NULL_KEY])
-        count_dropped(meta, "null_key", int(dropped.sum()))
+        drop_records(meta, "null_key", rows, dropped)
         rows, event = rows[~dropped].reset_index(drop=True), event[~dropped]
         n, t = len(rows), rows[ROWTIME].to_numpy(dtype=np.int64)
         stored_parents = read_table(meta["parents"], segments, keys, parent_cols + [TIME])

@@ -47,7 +47,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.frames import Frame, frame_of
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, count_dropped, key_names, payload, tag_side, tick_rows
+from .keyed_inputs import BUCKET, OK, SIDE, TICK, bucketed, clock_values, drop_records, key_names, payload, tag_side, tick_rows
 from .state import by_segment, run_segmented
 from .stream_stream import LEFT, ORD, RIGHT, _append, _pair_rows, emitted_rows
 
@@ -110,7 +110,7 @@ def instant_step(frames: tuple[Frame, Frame], outer: tuple[bool, bool], keys, le
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         is_data = (rows[SIDE] != TICK).to_numpy()
         late = is_data & (rows[ROWTIME].to_numpy(dtype=float) < rows[STREAM_TIME].to_numpy(dtype=float))
-        count_dropped(meta, "late", late.sum())
+        drop_records(meta, "late", rows, late)
         rows = rows[~late].reset_index(drop=True)
         rows[ORD] = meta["ord"] + 1 + np.arange(len(rows), dtype=np.int64)
         meta["ord"] += len(rows)

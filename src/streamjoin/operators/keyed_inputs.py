@@ -17,11 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType
 
 from ..connectors.embedded_source import TICK_TOPIC
+from ..connectors.late_records import ORIGIN
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, TOPIC_TIMES, Join, JoinSide, PlanNode, Ref, under_chain
 from ..sql import ast
 from .base import LoweringContext
-from .state import key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
+from .state import keep_dropped, key_index  # noqa: F401 - the operators' one key index, re-exported beside their helpers
 
 SIDE, OK, NULL_KEY, BUCKET, DELETE = "__side", "__ok", "__null_key", "__bucket", "__delete"
 CLOCK_STEPS = "__clock_steps"  # on tick rows, when asked for: every clock value the batch reached, rising
@@ -185,3 +186,32 @@ def count_dropped(saved: dict, reason: str, n: int) -> None:
     """Add ``n`` to the operator's count of records dropped for ``reason`` (read by ``runtime.metrics``)."""
     dropped = saved.setdefault("dropped", {})
     dropped[reason] = dropped.get(reason, 0) + int(n)
+
+
+def drop_records(saved: dict, reason: str, rows: pd.DataFrame, mask: np.ndarray) -> None:
+    """The records of ``rows`` (a step's input rows) where ``mask`` holds are dropped for ``reason``: counted,
+    and kept for the query's late-records topic when it has one (``state.keep_dropped``)."""
+    count_dropped(saved, reason, int(np.count_nonzero(mask)))
+    keep_dropped(reason, rows, mask)
+
+
+def described_by(df: DataFrame, *selected: str) -> list[str]:
+    """What an operator that selects its input's columns (``selected`` among them) must keep beside them for
+    ``drop_records`` to describe a dropped record: its origin and its time, when the query keeps late records."""
+    if ORIGIN not in df.columns:
+        return []
+    return [c for c in (ORIGIN, ROWTIME) if c in df.columns and c not in selected]
+
+
+def observe_dropped(df: DataFrame, ctx: LoweringContext, reason: str, condition) -> DataFrame:
+    """``df``, whose rows where ``condition`` holds a stateless step drops for ``reason``: those counted per batch
+    (``ctx.observe_counts``) and, when the query keeps late records, described for that topic (as ``drop_records``
+    describes what a stateful step drops)."""
+    if ctx.observe_counts is not None:
+        df = ctx.observe_counts(df, {reason: F.when(condition, 1)})
+    if ctx.late_records is not None:
+        origin = F.col(ORIGIN) if ORIGIN in df.columns else F.lit(None).cast("string")
+        description = F.to_json(F.struct(F.lit(reason).alias("reason"), F.col(ROWTIME).alias("rowtime"),
+                                         F.col(STREAM_TIME).alias("stream_time"), origin.alias("origin")))
+        df = ctx.late_records.observe(df, F.when(condition, description))
+    return df

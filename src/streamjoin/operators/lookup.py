@@ -35,7 +35,7 @@ from ..plan.catalog import DatabaseTable
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, base_scan
 from ..plan import expressions as ex
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import NULL_KEY, OK, key_names, payload, tag_side
+from .keyed_inputs import NULL_KEY, OK, key_names, observe_dropped, payload, tag_side
 
 STREAM = 0
 RECORD, FOUND, PASSES = "__record", "__found", "__passes"  # a record's position in its partition; a row was found
@@ -54,8 +54,8 @@ class LookupJoin:
         keys = key_names(len(join.key))
         stream = tag_side(left, STREAM, join.left_side, keys, join.left)
         outer = join.join_type == "LEFT"
-        if not outer and ctx.observe_counts is not None:
-            stream = ctx.observe_counts(stream, {"null_key": F.when(F.col(NULL_KEY), 1)})
+        if not outer:
+            stream = observe_dropped(stream, ctx, "null_key", F.col(NULL_KEY))
         scan = base_scan(join.right)
         columns = {f.id: f.name for f in scan.fields if not f.hidden}
         table_cols = payload(right)

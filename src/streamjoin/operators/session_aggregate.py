@@ -41,7 +41,7 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, 
 from .aggregate import VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, counted, result_type, top_k
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, SIDE, bucketed, clock_values, count_dropped, integral_columns, restore_integers,
+    BUCKET, NO_TIME, SIDE, bucketed, clock_values, described_by, drop_records, integral_columns, restore_integers,
     tick_only_clock, tick_rows,
 )
 from .state import GONE, log_changes, new_table_log, read_table, remove_where, run_segmented
@@ -67,7 +67,7 @@ class SessionAggregate:
         group_ids = [f.id for f, _ in node.groups]
         arg_cols, specs = aggregate_specs(node)
         prepared = df.select(*[compile_expr(e).alias(g) for g, (_, e) in zip(group_ids, node.groups)], *arg_cols,
-                             F.col(ROWTIME).alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE))
+                             F.col(ROWTIME).alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE), *described_by(df))
         data = bucketed(prepared, group_ids, ctx.time_buckets).unionByName(tick_rows(ctx), allowMissingColumns=True)
         types = {f.name: f.dataType for f in data.schema.fields}
         schema = StructType(
@@ -96,18 +96,19 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
             return pd.DataFrame(columns=out_names), meta
         table = read_table(meta["table"], segments, keys, [END] + accs)
         stored_sessions = _sessions(table.rows_for(data, by=group_ids), group_ids, accs) if len(data) else {}
-        out, changes = [], []
+        out, changes, late_rows = [], [], []
         row_columns, groups = _RowColumns(data, specs), [data[g].to_numpy() for g in group_ids]
         for at in _by_group(data, group_ids):
             group = tuple(values[at[0]] for values in groups)
             stored = stored_sessions.get(group, {})
             sessions, late = _run_group(at.tolist(), row_columns, dict(stored), specs, gap, grace, group, out)
-            count_dropped(meta, "late", late)
+            late_rows += late
             for start in stored.keys() - sessions.keys():
                 changes.append((*group, start, None, *[None] * len(accs), True))
             for start, (end, values) in sessions.items():
                 if stored.get(start) != (end, values):
                     changes.append((*group, start, end, *values, False))
+        drop_records(meta, "late", data, np.isin(np.arange(len(data)), late_rows))
         logged = pd.DataFrame(changes, columns=keys + [END] + accs + [GONE])
         table.apply(logged)
         written_ends = logged[END][~logged[GONE].to_numpy(dtype=bool)].to_numpy(dtype=float)
@@ -160,9 +161,9 @@ def _by_group(data: pd.DataFrame, group_ids) -> list:
 
 def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list):
     """One group's rows (positions ``at`` of ``rows``, in ingestion order) against its sessions (start -> (end,
-    accumulators), updated in place); appends the output rows to ``out``; returns the sessions and how many rows
-    were late."""
-    late = 0
+    accumulators), updated in place); appends the output rows to ``out``; returns the sessions and the positions
+    of the rows that were late."""
+    late = []
     times, clocks, seqs, subs, args = rows.times, rows.clocks, rows.seqs, rows.subs, rows.args
     for i in at:
         t, clock = int(times[i]), int(clocks[i])
@@ -172,7 +173,7 @@ def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, gra
         first = min([t, *merged])
         last = max([t, *(sessions[s][0] for s in merged)])
         if last < clock - grace - gap:
-            late += 1
+            late.append(i)
             continue
         sub = int(subs[i]) * WINDOWS_PER_ROW
         if merged and (first, last) != (t, t):  # each merged session deleted under its own key first

@@ -38,7 +38,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from pyspark import cloudpickle
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from ..connectors.late_records import LATE, ORIGIN, described
+from ..plan.nodes import ROWTIME, STREAM_TIME
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,6 +61,25 @@ META = "state"  # state layout 1: the value state holding a group's meta value
 STATE_ROWS = "state_rows"  # the counter of rows held, as metrics name it
 COUNTED = (STATE_ROWS, "late", "null_key", "no_time", "expired")  # every counter a meta value may hold
 _COUNT = "__count_"  # an output column of a counter row: the change a step made to one counter
+_KEPT: Optional[list] = None  # while a step of a query that keeps late records runs: the records it dropped
+
+
+def keep_dropped(reason: str, rows: "pd.DataFrame", mask: "np.ndarray") -> None:
+    """Keep the rows of ``rows`` (the running step's input) where ``mask`` holds as records dropped for
+    ``reason``, when the step's query writes them to a late-records topic (``connectors.late_records``)."""
+    import numpy as np
+
+    if _KEPT is None or not np.any(mask):
+        return
+    rows = rows[np.asarray(mask, dtype=bool)]
+    origins = rows[ORIGIN].to_numpy(dtype=object) if ORIGIN in rows.columns else [None] * len(rows)
+
+    def times(column):
+        values = rows[column].to_numpy(dtype=float) if column in rows.columns else np.full(len(rows), np.nan)
+        return [None if np.isnan(v) else int(v) for v in values]
+
+    _KEPT.extend(described(reason, t, clock, origin)
+                 for t, clock, origin in zip(times(ROWTIME), times(STREAM_TIME), origins))
 
 
 # ------------------------------------------------------------------ where a Python worker's time goes
@@ -220,13 +242,15 @@ class _SegmentedStateProcessor(StatefulProcessor):
     as bytes and loaded on first use, which saves most of a second per stateful operator and query start."""
 
     def __init__(self, step: SegmentedStep, input_columns: list[str], output_schema: StructType,
-                 idle: Optional[Idle] = None, counted: bool = False, meta_in_value_state: bool = False):
+                 idle: Optional[Idle] = None, counted: bool = False, meta_in_value_state: bool = False,
+                 late: bool = False):
         self.step_bytes = cloudpickle.dumps((step, idle))
         self.meta_in_value_state = meta_in_value_state  # state layout 1
         self.step = self.idle = None
         self.input_columns = input_columns
         self.columns = output_schema.fieldNames()
         self.counted = counted  # the output ends with a ``_COUNT`` column per counter (``run_segmented``)
+        self.late = late  # the output has a ``LATE`` column: the step's dropped records leave on rows of their own
         self.identity = uuid.uuid4().hex  # made once on the driver: every task of this run shares it
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -263,7 +287,12 @@ class _SegmentedStateProcessor(StatefulProcessor):
         segments = _StoredSegments(self.map, *_cached(entry, meta and meta.get(TOKEN)))
         in_state = _in_state()
         before = _counters(meta)
-        out, meta = self.step(meta, batch, segments)
+        global _KEPT
+        _KEPT = [] if self.late else None
+        try:
+            out, meta = self.step(meta, batch, segments)
+        finally:
+            kept, _KEPT = _KEPT, None
         now = _timed("step", now, excluding=_in_state() - in_state)  # segments read or written in the step
         if segments.changed or TOKEN not in meta:
             meta[TOKEN] = uuid.uuid4().hex
@@ -274,18 +303,22 @@ class _SegmentedStateProcessor(StatefulProcessor):
         now = _timed("state_write", now)
         if len(out):  # an empty frame's columns may have no usable type
             out = out.reindex(columns=self.columns)
-            if self.counted:
-                import pandas as pd
+            import pandas as pd
 
+            if self.late:
+                out[LATE] = pd.Series(None, index=out.index, dtype=object)
+            if self.counted:
                 for name in COUNTED:
                     out[_COUNT + name] = pd.Series(pd.NA, index=out.index, dtype="Int64")
             _timed("output", now)
             yield out
+        if kept:
+            yield _side_rows(self.columns, len(kept), {LATE: kept})
         if self.counted:
             changes = _counters(meta)
             changes = {name: changes.get(name, 0) - before.get(name, 0) for name in COUNTED}
             if any(changes.values()):
-                yield _counter_row(self.columns, changes)
+                yield _side_rows(self.columns, 1, {_COUNT + name: [int(change)] for name, change in changes.items()})
         _write_phases()
 
     def close(self) -> None:
@@ -316,14 +349,15 @@ def _counters(meta) -> dict:
     return {STATE_ROWS: meta.get("rows", 0), **meta.get("dropped", {})}
 
 
-def _counter_row(columns: list[str], changes: dict) -> "pd.DataFrame":
-    """One output row holding only the changes of the counters (every other column null)."""
+def _side_rows(columns: list[str], n: int, values: dict) -> "pd.DataFrame":
+    """``n`` output rows beside the operator's own: ``values`` (a counter row's changes, or the descriptions of
+    dropped records) in their columns, every other column null."""
     import pandas as pd
 
-    row = pd.DataFrame({c: pd.Series([None], dtype=object) for c in columns if not c.startswith(_COUNT)})
-    for name, change in changes.items():
-        row[_COUNT + name] = pd.Series([int(change)], dtype="Int64")
-    return row[columns]
+    rows = pd.DataFrame({c: pd.Series([None] * n, dtype="Int64" if c.startswith(_COUNT) else object) for c in columns})
+    for c, column in values.items():
+        rows[c] = pd.Series(column, dtype="Int64" if c.startswith(_COUNT) else object)
+    return rows
 
 
 def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_schema: StructType,
@@ -344,12 +378,16 @@ def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_sche
     state layout 1."""
     from pyspark.sql import functions as F
 
-    schema, observe = output_schema, ctx.observe_counts
+    schema, observe, late = output_schema, ctx.observe_counts, ctx.late_records
+    if late is not None:
+        schema = StructType(schema.fields + [StructField(LATE, StringType())])
     if observe is not None:
-        schema = StructType(output_schema.fields + [StructField(_COUNT + name, LongType()) for name in COUNTED])
+        schema = StructType(schema.fields + [StructField(_COUNT + name, LongType()) for name in COUNTED])
     processor = _SegmentedStateProcessor(step, df.columns, schema, idle, counted=observe is not None,
-                                         meta_in_value_state=ctx.meta_in_value_state)
+                                         meta_in_value_state=ctx.meta_in_value_state, late=late is not None)
     out = packed_by(df, bucket).groupBy(bucket).transformWithStateInPandas(processor, schema, "append", "None")
+    if late is not None:
+        out = late.observe(out, F.col(LATE)).where(F.col(LATE).isNull()).drop(LATE)
     if observe is None:
         return out
     out = observe(out, {name: F.col(_COUNT + name) for name in COUNTED})

@@ -50,7 +50,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOPIC_TIMES, Join, base_scan, join_grace
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, key_names, null_unless, payload, tag_side, tick_only_clock, tick_rows,
+    BUCKET, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, drop_records, key_names, null_unless, payload, tag_side, tick_only_clock, tick_rows,
 )
 from .state import by_segment, run_segmented
 
@@ -196,8 +196,7 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
         meta = meta or {"ord": 0, "dropped": {}, "rows": 0, "segments": {}}
         index = meta["segments"]
         null_key = rows[NULL_KEY].to_numpy(dtype=object) == True  # noqa: E712 - ticks carry None
-        dropped = meta["dropped"]
-        dropped["null_key"] = dropped.get("null_key", 0) + int(null_key.sum())
+        drop_records(meta, "null_key", rows, null_key)
         rows = rows[~null_key]
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable", na_position="last").reset_index(drop=True)
         rows[ORD] = meta["ord"] + 1 + np.arange(len(rows), dtype=np.int64)  # arrival order within the bucket
@@ -215,8 +214,8 @@ def _bucket_processor(w: Window, keys, left_payload, right_payload, key_ids, out
             store = pd.concat(frames, ignore_index=True).sort_values(ORD, kind="stable").reset_index(drop=True)
         else:
             store = frames[0] if frames else pd.DataFrame(columns=stored_cols)
-        out, store, late_dropped = _process_batch(w, store, rows, clocks, keys, left_payload, right_payload, key_ids, out_names)
-        dropped["late"] = dropped.get("late", 0) + late_dropped
+        out, store, late = _process_batch(w, store, rows, clocks, keys, left_payload, right_payload, key_ids, out_names)
+        drop_records(meta, "late", *late)
         meta["ord"] += data_rows  # ticks are never stored: their arrival numbers may be given again
 
         written = by_segment(store, store[ROWTIME].to_numpy(np.int64) // width) if len(store) else {}
@@ -355,7 +354,7 @@ def _process_batch(w: Window, store, rows, clocks: Clocks, keys, left_payload, r
     # dropped as late: Flink, a record behind the watermark that joined nothing on a side not preserved;
     # KSQL, a record its store would not keep (it may still have joined on arrival)
     dropped = (late & ~arrival_matched & ~outer) if w.watermark else (~kept & ~pending)
-    return result.reindex(columns=out_names), new_store, int(dropped.sum())
+    return result.reindex(columns=out_names), new_store, (data, dropped)
 
 
 def _clock_lookup(rows: pd.DataFrame):

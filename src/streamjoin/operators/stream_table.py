@@ -44,7 +44,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, Scan, walk
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_names, payload,
+    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, drop_records, integral_columns, observe_dropped, key_names, payload,
     restore_integers, tag_side, take,
 )
 from .state import GONE, LiveTable, apply_changes, new_table_log, read_table, run_segmented
@@ -102,7 +102,7 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log(), "waiting": 0}
         null_key = rows[NULL_KEY].to_numpy(dtype=bool)
-        count_dropped(meta, "null_key", (null_key & (rows[SIDE].to_numpy() == STREAM)).sum())
+        drop_records(meta, "null_key", rows, null_key & (rows[SIDE].to_numpy() == STREAM))
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, table_cols)
@@ -204,8 +204,7 @@ def _static_join(join: Join, stream: DataFrame, table: DataFrame, keys, outer: b
     condition = F.col(OK)
     for k in keys:
         condition = condition & (F.col(k) == F.col(f"__t{k}"))
-    if ctx.observe_counts is not None:
-        stream = ctx.observe_counts(stream, {"null_key": F.when(F.col(NULL_KEY), 1)})
+    stream = observe_dropped(stream, ctx, "null_key", F.col(NULL_KEY))
     joined = stream.where(~F.col(NULL_KEY)).join(F.broadcast(renamed), condition, "left" if outer else "inner")
     meta = (ROWTIME, SEQ, SUB, STREAM_TIME)
     return joined.select(*payload(stream), *table_cols, *[F.col(k).alias(jk) for jk, k in zip(join.key, keys)], *meta)

@@ -40,7 +40,7 @@ from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import GLOBAL, AggSpec, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, count_dropped, integral_columns, key_codes, restore_integers, take
+from .keyed_inputs import BUCKET, bucketed, drop_records, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM"}
@@ -147,7 +147,7 @@ def group_step(keys: list[str], groups: list[str], specs: list[AggSpec], integra
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         if drop_null_groups and groups:
             null_group = events[groups].isna().any(axis=1).to_numpy()
-            count_dropped(meta, "null_key", (null_group & (events[SIGN].to_numpy() == ADD)).sum())
+            drop_records(meta, "null_key", events, null_group & (events[SIGN].to_numpy() == ADD))
             events = events[~null_group]
         events = restore_integers(events, integral).sort_values([SEQ, SUB, SIGN], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, keys, columns)

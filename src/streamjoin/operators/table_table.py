@@ -31,7 +31,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, count_dropped, integral_columns, key_index, key_names, payload,
+    BUCKET, DELETE, NULL_KEY, OK, SIDE, bucketed, drop_records, integral_columns, key_index, key_names, payload,
     restore_integers, tag_side, take,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
@@ -76,7 +76,7 @@ def _bucket_step(keys, integral_keys, left_cols, right_cols, key_ids, outer):
     def step(meta, rows: pd.DataFrame, segments):
         meta = meta or {"dropped": {}, "rows": 0, "table": new_table_log()}
         null_key = rows[NULL_KEY].to_numpy(dtype=bool)
-        count_dropped(meta, "null_key", null_key.sum())
+        drop_records(meta, "null_key", rows, null_key)
         rows = restore_integers(rows[~null_key], integral_keys)
         rows = rows.sort_values([SEQ, SUB, SIDE], kind="stable").reset_index(drop=True)
         store = read_table(meta["table"], segments, row_key, columns)

@@ -41,7 +41,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns,
+    BUCKET, DELETE, NO_TIME, NULL_KEY, OK, SIDE, TICK, bucketed, clock_values, count_dropped, drop_records, integral_columns,
     key_names, payload, restore_integers, tag_side, take, tick_only_clock, tick_rows,
 )
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
@@ -99,12 +99,12 @@ def _bucket_step(keys, integral_keys, stream_cols, table_cols, key_ids, outer: b
         times = data[ROWTIME].to_numpy(dtype=float)  # NaN: a record without an event time
         no_time = np.isnan(times)
         late = ~no_time & (times < clock_values(data[STREAM_TIME]))
-        count_dropped(meta, "late", late.sum())
+        drop_records(meta, "late", data, late)
         count_dropped(meta, "no_time", no_time.sum())
         usable = ~late & ~no_time
         null_key = data[NULL_KEY].to_numpy(dtype=bool)
         is_version = data[SIDE].to_numpy() == VERSION
-        count_dropped(meta, "null_key", (usable & null_key & (is_version | (not outer))).sum())
+        drop_records(meta, "null_key", data, usable & null_key & (is_version | (not outer)))
 
         versions = data[usable & is_version & ~null_key].copy()
         arriving = data[usable & ~is_version & (outer | ~null_key)].copy()  # LEFT: a null key waits, to be padded

@@ -57,7 +57,7 @@ from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, WINDOW_START, Aggregate
 from .aggregate import AggSpec, _result, accumulate, aggregate_specs, result_type
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
-    BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, integral_columns,
+    BUCKET, CLOCK_STEPS, NO_TIME, SIDE, TICK, bucketed, clock_values, count_dropped, described_by, drop_records, integral_columns,
     restore_integers, tick_only_clock, tick_rows,
 )
 from .state import GONE, log_changes, new_table_log, read_table, remove_where, run_segmented
@@ -89,7 +89,7 @@ class WindowAggregate:
             time = compile_expr(window.time)
             millis = F.unix_millis(time) if window.time.type.startswith("timestamp") else time.cast("bigint")
         prepared = df.select(*[compile_expr(e).alias(g) for g, (_, e) in zip(group_ids, node.groups)], *arg_cols,
-                             millis.alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE))
+                             millis.alias("__t"), SEQ, SUB, STREAM_TIME, F.lit(ROW).alias(SIDE), *described_by(df))
         starts = _starts(F.col("__t"), window.size_ms, window.slide_ms)
         if window.ksql:  # no window starts before 0 (``TimeWindows.windowsFor``); a row's windows in order of start
             starts = F.filter(starts, lambda start: start >= 0)
@@ -150,7 +150,7 @@ def window_step(window: GroupWindow, group_ids, specs, integral, out_names):
         starts = data[START].to_numpy(dtype=np.int64)
         row_clocks = clock_values(data[STREAM_TIME])
         late = (row_clocks != NO_TIME) & (starts + size <= row_clocks - lag)
-        count_dropped(meta, "late", late.sum())
+        drop_records(meta, "late", data, late)
         data = restore_integers(data[~late].reset_index(drop=True), integral)
         closes_by = clock - lag if clock != NO_TIME else None  # a window ending at or before it closes
         due = meta["earliest_end"] is not None and closes_by is not None and meta["earliest_end"] <= closes_by
@@ -196,7 +196,7 @@ def timed_rows(meta: dict, rows: pd.DataFrame, drop_null: list[str]) -> tuple[pd
     data = rows[rows[SIDE].to_numpy() != TICK]
     if drop_null:
         null_group = data[drop_null].isna().any(axis=1).to_numpy()
-        count_dropped(meta, "null_key", null_group.sum())
+        drop_records(meta, "null_key", data, null_group)
         data = data[~null_group]
     no_time = data["__t"].isna().to_numpy()
     count_dropped(meta, "no_time", no_time.sum())

@@ -36,6 +36,7 @@ READ = {  # what each setting streamjoin reads does here
     DEFAULT_VALUE_FORMAT: "the value format of a ksqlDB CREATE STREAM or TABLE that names none",
     RESULT_MODE: "how a bare SELECT shows its rows: tableau, changelog or table",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
+    "streamjoin.late.topic": "the topic records a query drops as late or for a null key are written to",
     BOOTSTRAP: "the Kafka broker the script's topics are on",
     **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},
 }
@@ -83,6 +84,8 @@ def check_setting(name: str, value: str) -> None:
         raise ValueError(f"'{value}' is not 'earliest' or 'latest'")
     if name == RESULT_MODE and str(value).lower() not in RESULT_MODES:
         raise ValueError(f"'{value}' is not one of {', '.join(RESULT_MODES)}")
+    if name in ("streamjoin.dead.letter.topic", "streamjoin.late.topic") and not str(value).strip():
+        raise ValueError("a topic name cannot be empty")
     if name in SINK_PARTITIONS + (BUCKETS,) and not (str(value).isdigit() and int(value) >= 1):
         raise ValueError(f"'{value}' is not a positive whole number")
 

@@ -1,13 +1,14 @@
 """A query's ``foreachBatch`` function: write the batch to the sink, then what the batch's execution
-observed beside it — dead letters (``connectors.dead_letters``) and counts (``runtime.observed_counts``)
-— before Spark commits the batch."""
+observed beside it — late records (``connectors.late_records``), dead letters (``connectors.dead_letters``)
+and counts (``runtime.observed_counts``) — before Spark commits the batch."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from py4j.protocol import Py4JJavaError
 
 from ..connectors.dead_letters import DeadLetters
+from ..connectors.late_records import LateRecords
 from ..errors import StreamjoinError
 from .observed_counts import ObservedCounts
 
@@ -41,7 +42,8 @@ class QueryRun:
         self._query = None
 
 
-def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedCounts, run: QueryRun) -> Callable:
+def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedCounts, run: QueryRun,
+                  late: Optional[LateRecords] = None) -> Callable:
     """The function, and its ``release()``: called when the query stops, it drops the function's hold on the
     Spark query. Spark keeps this function (a Python object) for as long as it keeps the query, and the function
     kept the query: neither side's garbage collector could free the pair, and every query a process ever ran,
@@ -50,9 +52,11 @@ def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedC
     def write_batch(batch, batch_id: int) -> None:
         try:
             write(batch, batch_id)
-            if not letters and not counts.metrics:
+            if not letters and not counts.metrics and late is None:
                 return
             observed = run.observed()
+            if late is not None:
+                late.write_observed(observed, batch_id, run.writer())
             written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
             counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
         except Py4JJavaError as error:

@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -20,6 +20,8 @@ from pyspark.sql.streaming import StreamingQuery
 from ..connectors.database import database_writer
 from ..connectors.dead_letters import DEFAULT_TOPIC as DEAD_LETTER_TOPIC
 from ..connectors.dead_letters import TOPIC_PROPERTY as DEAD_LETTER_PROPERTY
+from ..connectors.late_records import TOPIC_PROPERTY as LATE_TOPIC_PROPERTY
+from ..connectors.late_records import LateRecords
 from ..connectors.dead_letters import DeadLetters
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
@@ -261,7 +263,7 @@ class Engine:
     def _start(self, planned: PlannedQuery) -> RunningQuery:
         sink = planned.plan
         checkpoint = self._checkpoint(planned)
-        lowered, letters, counts = self._lowered(planned, checkpoint)
+        lowered, letters, counts, late = self._lowered(planned, checkpoint, keeps_late=True)
         result = encode(sink, lowered)
         bootstrap = getattr(self.store, "bootstrap", None)
         name = self.query_name_prefix + planned.query_id
@@ -274,7 +276,7 @@ class Engine:
             write = kafka_writer(bootstrap, sink.target.topic, run.writer)
         else:
             write = topic_writer(self.topics_root, sink.target.topic, run.writer, sink.target.partitions)
-        batch_function = sink_function(write, letters, counts, run)
+        batch_function = sink_function(write, letters, counts, run, late)
         query = self._started(result, name, batch_function, checkpoint)
         return RunningQuery(planned.query_id, sink.target.name, sink.target.topic, query, planned, checkpoint,
                             write, value_writer(sink, lowered), key_writer(sink, lowered), batch_function.release, self.spark)
@@ -285,7 +287,7 @@ class Engine:
         sink = planned.plan
         run = f"{planned.query_id}_{uuid.uuid4().hex[:8]}"  # one of many runs of the same statement
         checkpoint = under(self.home, "transient", run)
-        lowered, letters, counts = self._lowered(planned, checkpoint)
+        lowered, letters, counts, _ = self._lowered(planned, checkpoint)
         printer = RowPrinter([f.name for f in sink.input.fields if not f.hidden], changelog=sink.target.kind == "TABLE",
                              limit=planned.limit, mode=str(self.catalog.properties.get(RESULT_MODE, "tableau")).lower())
         name = self.query_name_prefix + run
@@ -305,9 +307,11 @@ class Engine:
             writer = writer.trigger(processingTime=f"{interval_ms(interval)} milliseconds")
         return writer.start()
 
-    def _lowered(self, planned: PlannedQuery, checkpoint: str) -> tuple[DataFrame, list[DeadLetters], ObservedCounts]:
-        """A query's result as a streaming DataFrame (before the sink's encoding), with the dead letters and drop
-        counts its micro-batches record; the checkpoint's state layout saved first."""
+    def _lowered(self, planned: PlannedQuery, checkpoint: str, keeps_late: bool = False
+                 ) -> tuple[DataFrame, list[DeadLetters], ObservedCounts, Optional[LateRecords]]:
+        """A query's result as a streaming DataFrame (before the sink's encoding), with the dead letters, drop
+        counts and (``keeps_late``: a persistent query under ``SET 'streamjoin.late.topic'``) late records its
+        micro-batches record; the checkpoint's state layout saved first."""
         sink = planned.plan
         buckets = state_buckets(self.spark, planned.query_id, checkpoint, self.catalog.properties)
         layout = save_layout(self.spark, checkpoint, buckets, _fingerprint(planned))
@@ -326,15 +330,19 @@ class Engine:
             return letters[-1]
 
         counts = ObservedCounts(checkpoint)
+        late = None
+        if keeps_late and properties.get(LATE_TOPIC_PROPERTY):
+            late = LateRecords(planned.query_id, properties[LATE_TOPIC_PROPERTY], root=self.topics_root, bootstrap=bootstrap)
+            late.create_topic()
         loaded_tables = under(checkpoint, LOADED_TABLES)
         delete(self.spark, loaded_tables)  # an earlier start's
         ctx = LoweringContext(checkpoint_dir=checkpoint, properties=dict(self.catalog.properties),
                               time_buckets=options.time_buckets, dead_letters=dead_letters,
                               observe_counts=counts.observe_counts,
                               side_topics=tuple(side_topics(sink)), plan=sink, loaded_tables=loaded_tables,
-                              meta_in_value_state=layout == 1)
+                              meta_in_value_state=layout == 1, late_records=late)
         records = read_inputs(self.spark, sink, options)
-        return lower(sink.input, records, ctx), letters, counts
+        return lower(sink.input, records, ctx), letters, counts, late
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
