@@ -160,3 +160,30 @@ def test_a_large_clocked_batch_read_in_parts_is_the_batch_read_whole(tmp_path, m
     whole, split = batch(1), batch(3)
     assert whole[0] == 1 and split[0] == 3
     assert split[1] == whole[1] and sum(r["topic"] == embedded_source.TICK_TOPIC for r in split[1]) == 2
+
+
+PATTERNS = [  # (java.time pattern, text, epoch ms or None): ksqlDB's TIMESTAMP_FORMAT, as the clock reads it
+    ("yyyy-MM-dd'T'HH:mm:ssX", "2018-05-11T21:58:33Z", 1526075913000),
+    ("yyyy-MM-dd'T'HH:mm:ss.SX", "2019-08-27T13:31:09.2+0000", 1566912669200),
+    ("yy-MM-dd HH:mm:ssX", "10-04-19 12:00:17Z", 1271678417000),
+    ("yy-MM-dd HH:mm:ss", "99-01-01 00:00:00", 4070908800000),  # yy is 2000-2099, as in Java and Spark
+    ("dd/MM/yy HH:mm:ssXXX", "01/01/24 02:00:00+01:00", 1704070800000),
+    ("yyyy-MM-dd HH:mm:ss.SSS", "2020-01-02 03:04:05.123", 1577934245123),  # no zone: UTC
+    ("yyyy-MM-dd''HH", "2020-01-02'03", 1577934000000),
+    ("yyyy-MM-dd", "not a date", None),
+    ("yyyy-MM-dd", "2020-01-02 03:04", None),
+]
+
+
+@pytest.mark.parametrize("pattern, text, millis", PATTERNS)
+def test_a_time_held_as_text_is_read_in_its_timestamp_format(pattern, text, millis):
+    from streamjoin.connectors.time_formats import parse_millis
+
+    assert parse_millis(text, pattern) == millis
+
+
+def test_the_clock_reads_a_field_held_as_text_in_its_pattern():
+    clock = Clock({"a": "T"}, patterns={"a": "yyyy-MM-dd HH:mm:ss"})
+    times, _ = clock.run(records([("a", 1, {"T": "1970-01-01 00:00:05"}), ("a", 2, {"T": "bad"}),
+                                  ("a", 3, {"T": "1970-01-01 00:00:04"})]), {})
+    assert times.tolist() == [5000, 5000, 5000]

@@ -484,9 +484,9 @@ REFUSED = [
     ("ksqlDB: a source's TIMESTAMP column of type STRING without a format", "CREATE STREAM S2 (ID INT KEY, T STRING) "
      "WITH (kafka_topic='s2', value_format='JSON', timestamp='t');", "timestamp-column",
      "Timestamp column, `T`, should be LONG(INT64)"),
-    ("ksqlDB: a TIMESTAMP column held as text, not read yet", "CREATE STREAM S2 (ID INT KEY, T STRING) WITH "
-     "(kafka_topic='s2', value_format='JSON', timestamp='t', timestamp_format='yyyy-MM-dd');", "not-yet-supported",
-     "TIMESTAMP_FORMAT"),
+    ("ksqlDB: a TIMESTAMP_FORMAT with a pattern letter not read here", "CREATE STREAM S2 (ID INT KEY, T STRING) WITH "
+     "(kafka_topic='s2', value_format='JSON', timestamp='t', timestamp_format='yyyy-ww');", "timestamp-format",
+     "the pattern letter 'w' is not supported"),
     ("ksqlDB: a WHERE that is not a condition", "CREATE STREAM J AS SELECT V FROM L WHERE RANDOM() + 1.5;",
      "expression-type", "Type error in WHERE expression: Should evaluate to boolean but is (RANDOM() + 1.5) (DOUBLE) "
      "instead."),

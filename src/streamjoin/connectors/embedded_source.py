@@ -356,14 +356,15 @@ def count_null_values(table: Optional[pa.Table], counts: dict) -> dict:
 
 
 def reader_clock(options: dict) -> Optional[Clock]:
-    """The clock a source reader computes, from its options: ``eventTime`` (topic -> time field),
+    """The clock a source reader computes, from its options: ``eventTime`` (topic -> time field; with
+    ``eventTimeFormats``, topic -> the pattern of a field holding text),
     ``watermarks`` (topic -> delay) and ``sideTopics`` (topics whose own clocks records carry)."""
     event_time = options.get("eventtime")
     if not event_time:
         return None
-    watermarks, sides = options.get("watermarks"), options.get("sidetopics")
+    watermarks, sides, patterns = options.get("watermarks"), options.get("sidetopics"), options.get("eventtimeformats")
     return Clock(json.loads(event_time), json.loads(watermarks) if watermarks else None,
-                 tuple(json.loads(sides)) if sides else ())
+                 tuple(json.loads(sides)) if sides else (), json.loads(patterns) if patterns else None)
 
 
 def clock_state(offset: dict) -> dict:

@@ -48,6 +48,11 @@ def _to_millis(value) -> Optional[int]:
 
 
 def _field_millis(raw: Optional[bytes], field: str) -> Optional[int]:
+    return _to_millis(_field_value(raw, field))
+
+
+def _field_value(raw: Optional[bytes], field: str):
+    """The JSON value ``raw``'s field ``field`` (matched in any case), or None."""
     if raw is None:
         return None
     try:
@@ -60,27 +65,48 @@ def _field_millis(raw: Optional[bytes], field: str) -> Optional[int]:
     if not isinstance(obj, dict):
         return None
     if field in obj:
-        return _to_millis(obj[field])
+        return obj[field]
     folded = field.casefold()
-    return next((_to_millis(v) for k, v in obj.items() if k.casefold() == folded), None)
+    return next((v for k, v in obj.items() if k.casefold() == folded), None)
 
 
-def event_times(table: pa.Table, field: Optional[str]) -> np.ndarray:
+def event_times(table: pa.Table, field: Optional[str], pattern: Optional[str] = None) -> np.ndarray:
     """Event time per record (ms): the record timestamp, or the JSON value field ``field`` (of the key, after
-    ``KEY_PREFIX``; the key itself, as text, for the prefix alone). Records without a usable time get
-    ``NO_TIME`` (they do not move stream time)."""
+    ``KEY_PREFIX``; the key itself, as text, for the prefix alone); ``pattern``: the field holds text in that
+    DateTimeFormatter pattern (ksqlDB's ``TIMESTAMP_FORMAT``). Records without a usable time get ``NO_TIME``
+    (they do not move stream time)."""
     if not field:
         return table.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
     part = "value"
     if field.startswith(KEY_PREFIX):
         part, field = "key", field[len(KEY_PREFIX):]
-        if not field:
+        if not field and pattern is None:
             return _key_millis(table.column("key"))
+    if pattern is not None:
+        return _formatted_times(table.column(part), field, pattern)
     fast = _arrow_event_times(table.column(part), field)
     if fast is not None:
         return fast
     values = table.column(part).to_pylist()  # record at a time: mixed types, odd layouts, bad JSON
     return np.array([t if (t := _field_millis(v, field)) is not None else NO_TIME for v in values], dtype=np.int64)
+
+
+def _formatted_times(values: pa.ChunkedArray, field: str, pattern: str) -> np.ndarray:
+    """Times held as text in ``pattern``: the JSON field ``field`` of each value, or (no field) each value's text."""
+    from .time_formats import parse_millis
+
+    def millis(raw) -> int:
+        if raw is None:
+            return NO_TIME
+        if field:
+            text = _field_value(raw, field)
+        else:
+            text = raw.decode("utf-8", "replace")
+            text = text[1:-1] if len(text) > 1 and text[0] == text[-1] == '"' else text  # a JSON string key
+        t = parse_millis(text, pattern) if isinstance(text, str) else None
+        return NO_TIME if t is None else t
+
+    return np.array([millis(v) for v in values.to_pylist()], dtype=np.int64)
 
 
 def _key_millis(keys: pa.ChunkedArray) -> np.ndarray:
@@ -169,6 +195,7 @@ class Clock:
     fields: dict
     delays: Optional[dict] = None
     sides: tuple = ()  # topics whose own running maximum every record also carries
+    patterns: Optional[dict] = None  # topic -> the TIMESTAMP_FORMAT its time field's text is in
 
     STATE_KEYS = ("streamTime", "topicTimes", "sideTimes")
 
@@ -199,7 +226,7 @@ class Clock:
         times = np.full(table.num_rows, NO_TIME, dtype=np.int64)
         for topic, mask in rows_of.items():
             part = table if len(rows_of) == 1 else table.filter(pa.array(mask))  # one topic: no copy
-            times[mask] = event_times(part, self.fields.get(topic))
+            times[mask] = event_times(part, self.fields.get(topic), (self.patterns or {}).get(topic))
         if self.delays is None:
             start = state.get("streamTime")
             clock = stream_times(times, NO_TIME if start is None else start)

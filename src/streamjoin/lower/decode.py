@@ -329,6 +329,21 @@ def unwrapped_value(source) -> bool:
     return wrap == "false" and len(value_cols) == 1 and source.value_format == "JSON"
 
 
+def _time_column(source, value: Column) -> Column:
+    """The value of the source's ``TIMESTAMP`` column (``value``: the parsed value)."""
+    col = source.column(source.timestamp_column)
+    key_cols = [c for c in source.columns if c.origin == "key"]
+    return _key_column(source, col, len(key_cols) > 1) if col.origin == "key" else value.getField(col.name)
+
+
+def _millis(source, time: Column) -> Column:
+    """The source's ``TIMESTAMP`` column's value ``time`` as epoch milliseconds: a TIMESTAMP's, a BIGINT itself, or
+    text read in its ``TIMESTAMP_FORMAT`` (null when it does not match)."""
+    if source.timestamp_format is not None:
+        return F.unix_millis(F.to_timestamp(time, source.timestamp_format))
+    return F.unix_millis(time) if source.column(source.timestamp_column).type.startswith("timestamp") else time.cast("bigint")
+
+
 def _decode_error(source, parsed: Column) -> Column:
     """Why a record cannot be decoded, or null."""
     fmt = source.changelog_format or source.value_format
@@ -341,6 +356,13 @@ def _decode_error(source, parsed: Column) -> Column:
                                          F.lit("the debezium-json 'op' is not c, r, u or d")))
     if source.value_format in BINARY_FORMATS:
         error = F.coalesce(F.col(BINARY_ERROR), error)
+    if source.timestamp_column and source.dialect == "ksql":  # ksqlDB skips a record whose time it cannot read
+        time = _time_column(source, parsed)
+        millis = _millis(source, time)
+        wanted = f"a time in the format '{source.timestamp_format}'" if source.timestamp_format else "a time since 1970"
+        error = F.coalesce(error, F.when(time.isNotNull() & (millis.isNull() | (millis < 0)), F.concat(
+            F.lit(f"the TIMESTAMP column {source.timestamp_column} holds '"), F.substring(time.cast("string"), 1, 100),
+            F.lit(f"', not {wanted}"))))
     key_cols = [c for c in source.columns if c.origin == "key"]
     if key_cols and source.kind == "TABLE" and _read_as_ksql(source):  # as Kafka Streams' table source skips it
         error = F.coalesce(error, F.when(F.col("key").isNull(), F.lit(f"the record has no key, which a row of {source.name} needs")))
@@ -395,10 +417,7 @@ def _decoded(df: DataFrame, scan: Scan) -> DataFrame:
             selected.append(expr.alias(fid))
     rowtime = F.col("timestamp")
     if source.timestamp_column:
-        col = source.column(source.timestamp_column)
-        ts = (_key_column(source, col, len(key_cols) > 1) if col.origin == "key"
-              else F.col("__v").getField(source.timestamp_column))
-        rowtime = F.unix_millis(ts) if col.type.startswith("timestamp") else ts.cast("bigint")
+        rowtime = _millis(source, _time_column(source, F.col("__v")))
         rowtime = F.when(tombstone, F.col("timestamp")).otherwise(rowtime)  # a tombstone has only its record time
     selected += [rowtime.alias(f.id) for f in _own_rowtimes(scan)]
     selected += [record_field(*RECORD_POSITIONS[f.name]).alias(f.id) for f in scan.fields

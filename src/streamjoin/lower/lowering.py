@@ -91,6 +91,9 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
     if clocked:  # the query's stream time on every record
         fields = {n.source.topic: _event_time_field(n.source) for n in scans}
         reader = reader.option("eventTime", json.dumps(fields)).option("ticks", str(opts.time_buckets))
+        patterns = {n.source.topic: n.source.timestamp_format for n in scans if n.source.timestamp_format}
+        if patterns:  # ksqlDB's TIMESTAMP_FORMAT: a time held as text
+            reader = reader.option("eventTimeFormats", json.dumps(patterns))
         delays = watermark_delays(plan)
         if delays:  # Flink inputs with WATERMARK FOR: the query's clock is their watermark
             reader = reader.option("watermarks", json.dumps(delays))

@@ -22,7 +22,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     """``key, value, timestamp, seq, sub`` rows for the sink's topic (a tombstone has a null value)."""
     target = sink.target
     node = sink.input
-    df = _ksql_times(sink, df)
+    df = _with_valid_times(sink, _ksql_times(sink, df))
     row = F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields])
     if TOMBSTONE in df.columns:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
@@ -153,14 +153,33 @@ def _timestamp(sink: Sink, df: DataFrame) -> Column:
     """The record time: the result's time, or the column the sink's ``TIMESTAMP`` property names (ksqlDB),
     in ms; a record whose column is NULL keeps the result's time."""
     rowtime = F.col(ROWTIME).cast("bigint")
+    named = _named_time(sink, df)
+    return rowtime if named is None else F.coalesce(named[1], rowtime)
+
+
+def _named_time(sink: Sink, df: DataFrame) -> Optional[tuple[Column, Column]]:
+    """The column a ksqlDB sink's ``TIMESTAMP`` property names, and its value in ms: a TIMESTAMP's, a BIGINT itself,
+    or text read in the sink's ``TIMESTAMP_FORMAT`` (null when it does not match); None without the property."""
     name = sink.target.timestamp_column if sink.target.created_by_query else None
     fid = next((f.id for f in sink.input.fields if name and not f.hidden and f.name == name), None)
     if fid is None:
-        return rowtime
+        return None
     column = F.col(fid)
+    if sink.target.timestamp_format is not None:
+        return column, F.unix_millis(F.to_timestamp(column, sink.target.timestamp_format))
     if df.schema[fid].dataType.typeName() == "timestamp":
-        column = F.unix_millis(column)
-    return F.coalesce(column.cast("bigint"), rowtime)
+        return column, F.unix_millis(column)
+    return column, column.cast("bigint")
+
+
+def _with_valid_times(sink: Sink, df: DataFrame) -> DataFrame:
+    """Without the records whose ``TIMESTAMP`` column holds no valid time (text not in the format, a time before
+    1970): ksqlDB's timestamp extractor fails on them and the record is skipped."""
+    named = _named_time(sink, df)
+    if named is None:
+        return df
+    column, millis = named
+    return df.where(column.isNull() | (millis >= 0))
 
 
 def unwrapped(sink: Sink) -> bool:

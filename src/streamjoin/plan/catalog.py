@@ -96,6 +96,14 @@ class SourceInfo:
     read_only: bool = False  # ksqlDB's CREATE SOURCE STREAM|TABLE: no INSERT, DROP ... DELETE TOPIC, ALTER or REPLACE
 
     @property
+    def timestamp_format(self) -> Optional[str]:
+        """ksqlDB's ``TIMESTAMP_FORMAT``: the pattern the text of its ``TIMESTAMP`` column is read with (when that
+        column is a STRING)."""
+        pattern = dict(self.properties).get("timestamp_format")
+        column = self.column(self.timestamp_column) if self.timestamp_column else None
+        return str(pattern) if pattern is not None and column is not None and column.type == "string" else None
+
+    @property
     def bounded(self) -> bool:
         """Read once at query start (a file, a database table) rather than from a topic."""
         return bool(self.bounded_path) or self.database is not None

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import NotYetSupported, StatementError
+from ..errors import StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
 from ..connectors.formats import SCHEMA_INFERRED
+from ..connectors.time_formats import check_pattern
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
 from .settings import interval_ms
@@ -599,12 +600,17 @@ def _event_time(stmt: ast.CreateSource, props: dict, columns: list[ColumnInfo], 
 
 
 def check_timestamp_column(name: str, type_: str, props: dict, pos) -> None:
-    """ksqlDB's rule for the column its ``TIMESTAMP`` property names: a BIGINT of milliseconds or a TIMESTAMP
-    (or text in a ``TIMESTAMP_FORMAT``, which streamjoin does not read yet)."""
+    """ksqlDB's rule for the column its ``TIMESTAMP`` property names: a BIGINT of milliseconds, a TIMESTAMP, or
+    text in the ``TIMESTAMP_FORMAT`` given (``connectors.time_formats``)."""
     if type_ in ("bigint", "timestamp"):
         return
     if type_ == "string" and "timestamp_format" in props:
-        raise NotYetSupported(f"a TIMESTAMP column held as text (TIMESTAMP_FORMAT), {name}", issue=25, pos=pos)
+        try:
+            check_pattern(str(props["timestamp_format"]))
+        except ValueError as err:
+            raise StatementError(f"TIMESTAMP_FORMAT '{props['timestamp_format']}': {err}", rule="timestamp-format",
+                                 pos=pos) from None
+        return
     raise StatementError(f"Timestamp column, `{name.upper()}`, should be LONG(INT64), TIMESTAMP, or a String with a "
                          "timestamp_format specified", rule="timestamp-column", pos=pos)
 
