@@ -92,8 +92,8 @@ KEYLESS = "CREATE STREAM N (ID INT, V INT) WITH (kafka_topic='n', key_format='NO
 # types from the expressions (an aggregate's from its function and argument)
 SINKS = [
     ("GROUP BY orders the key; an unaliased COUNT is a generated name",
-     "CREATE TABLE OUT AS SELECT NAME, V, COUNT(*) FROM L GROUP BY V, NAME;",
-     "V INT KEY, NAME STRING KEY, KSQL_COL_0 BIGINT", "KAFKA"),
+     "CREATE TABLE OUT WITH (KEY_FORMAT='JSON') AS SELECT NAME, V, COUNT(*) FROM L GROUP BY V, NAME;",
+     "V INT KEY, NAME STRING KEY, KSQL_COL_0 BIGINT", "JSON"),
     ("a grouped expression and an aggregate are numbered together, typed by their functions",
      "CREATE TABLE OUT AS SELECT LEN(NAME), SUM(V) FROM L GROUP BY LEN(NAME);",
      "KSQL_COL_0 INT KEY, KSQL_COL_1 INT", "KAFKA"),

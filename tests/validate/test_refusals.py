@@ -147,6 +147,22 @@ REFUSED = [
      "interval"),
     ("an offset reset that is no offset", "SET 'auto.offset.reset' = 'newest';", "invalid-setting", "'earliest' or 'latest'"),
     ("Lenses: partitions that are no count", "SET defaults.topic.partitions = 0;", "invalid-setting", "positive whole number"),
+    ("ksqlDB: a GROUP BY of two columns keyed in the KAFKA format", "CREATE TABLE G AS SELECT ID, V, COUNT(*) AS N "
+     "FROM L GROUP BY ID, V;", "key-format", "The 'KAFKA' format only supports a single field"),
+    ("ksqlDB: a string compared with ROWTIME that is no time", "CREATE STREAM J AS SELECT ID, V FROM L "
+     "WHERE ROWTIME > 'yesterday';", "timestamp-literal", "Failed to parse timestamp 'yesterday'"),
+    ("ksqlDB: an integer literal beyond BIGINT", "CREATE STREAM J AS SELECT ID, 9223372036854775808 AS X FROM L;",
+     "numeric-literal", "Invalid numeric literal: 9223372036854775808"),
+    ("ksqlDB: a negative integer literal beyond BIGINT", "CREATE STREAM J AS SELECT ID, -9223372036854775809 AS X FROM L;",
+     "numeric-literal", "Invalid numeric literal: -9223372036854775809"),
+    ("ksqlDB: a number beyond DOUBLE", "CREATE STREAM J AS SELECT ID, 1.8E308 AS X FROM L;",
+     "numeric-literal", "Number overflows DOUBLE: 1.8E308"),
+    ("ksqlDB: a table function over a table", "CREATE TABLE E AS SELECT ID, EXPLODE(ARRAY[X, 1]) AS Y FROM T;",
+     "table-function", "Table source is not supported with table functions"),
+    ("ksqlDB: a table function beside an aggregation", "CREATE TABLE E AS SELECT V, EXPLODE(ARRAY[X]), COUNT(*) FROM L "
+     "GROUP BY V;", "table-function", "Table functions cannot be used with aggregations."),
+    ("ksqlDB: a CASE whose every branch is NULL", "CREATE STREAM E AS SELECT ID, CASE WHEN X < 2 THEN NULL ELSE NULL "
+     "END AS C FROM L;", "expression-type", "All case branches have NULL type"),
     ("a late-records topic without a name", "SET 'streamjoin.late.topic' = ' ';", "invalid-setting", "cannot be empty"),
     # ---- INSERT ... VALUES, pumps, Lenses DDL
     ("VALUES of another type than its column", "INSERT INTO L (ID, V) VALUES ('one', 'x');", "values-type",
@@ -554,6 +570,8 @@ ACCEPTED = [
     "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
     "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",
     "CREATE STREAM J AS SELECT L.ID AS ID, L.V AS LV, R.V AS RV FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",
+    "CREATE STREAM J AS SELECT ID, V FROM L WHERE ROWTIME BETWEEN '2018' AND '2019-06-01T00:00:00+0445';",
+    "CREATE STREAM J AS SELECT ID, -9223372036854775808 AS X, 1.7976931348623157E308 AS Y FROM L;",
     "CREATE STREAM J AS SELECT L.ID AS ID, L.V, T.V AS TV FROM L LEFT JOIN T ON L.ID = T.ID AND T.X > 3;",
     "CREATE STREAM J AS SELECT T.ID AS ID, L.V, T.V AS TV FROM L JOIN T ON L.X + 1 = T.ID;",
     "CREATE STREAM J AS SELECT L.ID AS ID, T.V, L.V AS LV FROM T RIGHT JOIN L ON L.ID = T.ID;",

@@ -7,6 +7,7 @@ physical ids here; later stages never look at names again.
 from __future__ import annotations
 
 from contextlib import contextmanager
+import math
 from dataclasses import replace
 from typing import Callable, Optional
 
@@ -18,7 +19,7 @@ from . import ksql_aggregation
 from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .functions import (LAMBDA_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions, ksql_comparisons,
-                        ksql_variants, lambda_variable_types, unit_argument)
+                        ksql_magic_timestamps, ksql_variants, lambda_variable_types, unit_argument)
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -85,6 +86,8 @@ class Binder:
         ksql = select.result_kind is None and style == "ksql" and declared_by(node, "ksql")  # ksqlDB's own refusals
         _check_functions(select, ksql, declared_by(node, "ksql"))
         if declared_by(node, "ksql"):
+            _check_ksql_literals(select)
+            _check_ksql_expressions(select, node)
             select = _ksql_meanings(select)
         if isinstance(select.from_, ast.Join):
             node = _check_windowed_inputs(node, select.from_)
@@ -558,10 +561,46 @@ def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:
                                      else f"unknown function {call.name}", rule="unknown-function", pos=call.pos)
 
 
+def _check_ksql_literals(select: ast.Select) -> None:
+    """ksqlDB's parser refuses a number literal its type cannot hold: an integer beyond BIGINT, a number in E notation
+    beyond DOUBLE (an integer with a minus sign is one literal there)."""
+    clauses = [item.expr for item in select.items] + [select.where, select.having, *select.group_by, *select.partition_by]
+    for clause in filter(None, clauses):
+        negated = {id(e.operand) for e in ex.walk(clause) if isinstance(e, ast.UnaryOp) and e.op == "-"}
+        for e in ex.walk(clause):
+            if not isinstance(e, ast.Literal) or e.kind not in ("integer", "decimal"):
+                continue
+            sign = "-" if id(e) in negated else ""
+            if e.kind == "integer" and e.value > 2 ** 63 - (0 if sign else 1):
+                raise StatementError(f"Invalid numeric literal: {sign}{e.value}", rule="numeric-literal", pos=e.pos)
+            if e.kind == "decimal" and "E" in e.value.upper() and math.isinf(float(e.value)):
+                raise StatementError(f"Number overflows DOUBLE: {sign}{e.value}", rule="numeric-literal", pos=e.pos)
+
+
+def _check_ksql_expressions(select: ast.Select, input_: PlanNode) -> None:
+    """ksqlDB's refusals of expressions it cannot run: a table function (EXPLODE) over a table or beside an
+    aggregation, and a CASE whose every branch is NULL (it has no type)."""
+    items = [item.expr for item in select.items]
+    generators = [c for e in items for c in ex.walk(e) if isinstance(c, ast.Call) and c.name in ("EXPLODE", "CUBE_EXPLODE")]
+    if generators and input_.kind == "TABLE":
+        raise StatementError("Table source is not supported with table functions", rule="table-function",
+                             pos=generators[0].pos)
+    if generators and (select.group_by or any(ex.is_aggregate(e) for e in items)):
+        raise StatementError("Table functions cannot be used with aggregations.", rule="table-function",
+                             pos=generators[0].pos)
+    for clause in filter(None, items + [select.where, select.having]):
+        for case in ex.walk(clause):
+            results = [then for _, then in case.whens] + [case.else_] if isinstance(case, ast.Case) else []
+            if results and all(r is None or (isinstance(r, ast.Literal) and r.kind == "null") for r in results):
+                raise StatementError("Invalid Case expression. All case branches have NULL type", rule="expression-type",
+                                     pos=case.pos)
+
+
 def _ksql_meanings(select: ast.Select) -> ast.Select:
     """``select`` with every call of a name ksqlDB gives its own meaning made a call of that meaning
     (``functions.ksql_variants``), its comparisons FALSE with a NULL operand (``functions.ksql_comparisons``), and its
-    IN lists and constructors typed as ksqlDB types them (``functions.ksql_coercions``)."""
+    IN lists and constructors typed as ksqlDB types them (``functions.ksql_coercions``), and the times its WHERE
+    compares ROWTIME or a window bound with written as text (``functions.ksql_magic_timestamps``)."""
     def each(exprs):
         return tuple(ksql_comparisons(ksql_coercions(ksql_variants(e))) for e in exprs)
 
@@ -570,7 +609,7 @@ def _ksql_meanings(select: ast.Select) -> ast.Select:
 
     return replace(select, items=tuple(replace(i, expr=ksql_comparisons(ksql_coercions(ksql_variants(i.expr))))
                                        for i in select.items),
-                   where=condition(select.where), having=condition(select.having),
+                   where=condition(ksql_magic_timestamps(select.where)), having=condition(select.having),
                    group_by=each(select.group_by), partition_by=each(select.partition_by))
 
 

@@ -508,7 +508,7 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
 def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, declared: bool = True) -> None:
     """Refuse, in ksqlDB's words, key columns ksqlDB's key serde cannot hold: a key that is or holds a MAP
     (``GenericKeySerDe``), and with the KAFKA key format anything but one INT, BIGINT, DOUBLE, STRING or
-    BYTES column (``KafkaSerdeFactory``). A query's result (not ``declared``) may have several key columns
+    BYTES column (``KafkaSerdeFactory``). ``declared`` false: a result that may have several key columns
     (DIALECT: a RIGHT or FULL foreign-key join is keyed by both tables' keys); only their types are checked."""
     from ..connectors.formats import KAFKA_VALUE_TYPES
 

@@ -8,8 +8,11 @@ with a number of arguments it does not take (``validate.rules``). Result types w
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
+from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
 
@@ -324,3 +327,42 @@ def ksql_comparisons(e, condition: bool = False):
     if isinstance(e, ast.Between) and not e.negated:  # NOT BETWEEN: the NOT of a FALSE holds
         return replace(e, operand=ksql_comparisons(e.operand), low=ksql_comparisons(e.low), high=ksql_comparisons(e.high))
     return ksql_comparisons(e)
+
+
+PSEUDO_TIMES = ("ROWTIME", "WINDOWSTART", "WINDOWEND")
+_PARTIAL_TIME = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?)?)?)?"
+                           r"(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def ksql_magic_timestamps(e):
+    """``e`` (a ksqlDB WHERE) with each string literal compared with ROWTIME, WINDOWSTART or WINDOWEND (or bounding
+    them in a BETWEEN) replaced by the epoch milliseconds it names, as ksqlDB's ``StatementRewriteForMagicPseudoTimestamp``
+    does: a date-time as ISO-8601 writes it, as far as it goes (``'2018'``, ``'2018-01-01T00:00:00.001'``), the rest
+    its least value, with an offset (``Z``, ``+0445``) or in UTC."""
+    def pseudo(node) -> bool:
+        return isinstance(node, ast.Column) and node.name.text.upper() in PSEUDO_TIMES
+
+    def millis(node):
+        if not (isinstance(node, ast.Literal) and node.kind == "string"):
+            return node
+        match = _PARTIAL_TIME.match(node.value.strip())
+        if match is None:
+            raise StatementError(f"Failed to parse timestamp '{node.value}': use yyyy-MM-dd'T'HH:mm:ss.SSS, or a "
+                                 "leading part of it, with an optional offset", rule="timestamp-literal", pos=node.pos)
+        year, month, day, hour, minute, second, fraction, zone = match.groups()
+        offset = timedelta(0)
+        if zone and zone != "Z":
+            digits = zone[1:].replace(":", "")
+            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:])) * (1 if zone[0] == "+" else -1)
+        at = datetime(int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0), int(second or 0),
+                      int((fraction or "0").ljust(3, "0")) * 1000, tzinfo=timezone(offset))
+        return ast.Literal((at - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1), "integer", node.pos)
+
+    def rewrite(node):
+        if isinstance(node, ast.BinaryOp) and node.op in COMPARISONS and (pseudo(node.left) or pseudo(node.right)):
+            return replace(node, left=millis(node.left), right=millis(node.right))
+        if isinstance(node, ast.Between) and pseudo(node.operand):
+            return replace(node, low=millis(node.low), high=millis(node.high))
+        return None
+
+    return e and ex.transform(e, rewrite)

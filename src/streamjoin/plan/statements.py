@@ -291,7 +291,9 @@ class StatementPlanner:
             if style == "ksql" and declared_by(plan, "ksql"):
                 check_ksql_key_format(target.key_format, name.pos)
                 keys = [] if _keyed_by_null(plan) else [(c.name, c.type) for c in target.columns if c.origin == "key"]
-                check_key_columns(target.key_format, keys, name.pos, declared=False)
+                # DIALECT: a RIGHT or FULL foreign-key join is keyed by both tables' keys, in any key format
+                keyed_by_both = any(isinstance(n, Join) and n.operator == "foreign_key" for n in walk(plan))
+                check_key_columns(target.key_format, keys, name.pos, declared=not keyed_by_both)
             if target.key_format in ("AVRO", "PROTOBUF") and target.window is not None:
                 raise StatementError(f"an {target.key_format} key is not written with a window yet: store a windowed "
                                      "result's key as JSON or STRING", rule="key-format", pos=name.pos)
