@@ -163,6 +163,9 @@ REFUSED = [
      "GROUP BY V;", "table-function", "Table functions cannot be used with aggregations."),
     ("ksqlDB: a CASE whose every branch is NULL", "CREATE STREAM E AS SELECT ID, CASE WHEN X < 2 THEN NULL ELSE NULL "
      "END AS C FROM L;", "expression-type", "All case branches have NULL type"),
+    ("ksqlDB: INSERT VALUES into a quoted name written unquoted", "CREATE STREAM \"lower\" (ID INT KEY, V INT) WITH "
+     "(kafka_topic='lower', value_format='JSON'); INSERT INTO lower (ID, V) VALUES (1, 2);", "unknown-source",
+     'Did you mean "lower"? Hint: wrap the source name in double quotes'),
     ("a late-records topic without a name", "SET 'streamjoin.late.topic' = ' ';", "invalid-setting", "cannot be empty"),
     # ---- INSERT ... VALUES, pumps, Lenses DDL
     ("VALUES of another type than its column", "INSERT INTO L (ID, V) VALUES ('one', 'x');", "values-type",

@@ -117,6 +117,7 @@ class StatementPlanner:
             target = self.catalog.source(stmt.target)
             if target is None:
                 raise StatementError(f"unknown stream or table {stmt.target.text}", rule="unknown-source", pos=stmt.target.pos)
+            _check_ksql_case(stmt.target, target)
             if target.bounded:
                 raise StatementError(f"{target.name} is read from a file: INSERT ... VALUES cannot add to it",
                                      rule="insert-into-file", pos=stmt.pos)
@@ -473,3 +474,18 @@ def _sink_timestamp(plan: PlanNode, props: dict, name: ast.Ident) -> Optional[st
                              f"'{str(column).upper()}'", rule="unknown-column", pos=name.pos)
     raise StatementError(f"TIMESTAMP property names {column}, which is not a column of the result",
                          rule="unknown-column", pos=name.pos)
+
+
+def _check_ksql_case(written: ast.Ident, target: SourceInfo) -> None:
+    """ksqlDB names are case-sensitive once resolved (an unquoted name upper-cased, a quoted one as written): INSERT
+    VALUES into a ksqlDB source whose name differs only in case is refused with its hint."""
+    if target.dialect != "ksql" or written.schema is not None:
+        return
+    resolved = display_name(written, "ksql")
+    if resolved == target.name:
+        return
+    hint = (f'Did you mean "{target.name}"? Hint: wrap the source name in double quotes to make it case-sensitive.'
+            if not written.quoted else f"Did you mean {target.name}? Hint: try removing double quotes from the source name.")
+    raise StatementError(f"Cannot insert values into an unknown stream/table: `{resolved}`\n{hint}",
+                         rule="unknown-source", pos=written.pos)
+
