@@ -32,13 +32,21 @@ _BINARY = {
 }
 
 
+def _number(text: str) -> Column:
+    """A number literal with a point or an exponent as the four dialects (and Spark) type it: in E notation a DOUBLE,
+    else a DECIMAL of exactly its digits (``2.345`` is DECIMAL(4, 3))."""
+    if "e" in text.lower():
+        return F.lit(float(text))
+    return F.lit(Decimal(text))
+
+
 def compile_expr(e: ast.Expr) -> Column:
     if isinstance(e, Ref):
         return F.col(e.id)
     if isinstance(e, ast.LambdaVar):
         return next(scope[e.name] for scope in reversed(_LAMBDA_SCOPES.get()) if e.name in scope)
     if isinstance(e, ast.Literal):
-        return F.lit(e.value) if e.kind != "decimal" else F.lit(e.value).cast("decimal(38,10)")
+        return F.lit(e.value) if e.kind != "decimal" else _number(e.value)
     if isinstance(e, ast.Interval):
         return F.lit(e.millis)
     if getattr(e, "null_is_false", False):  # ksqlDB's comparison (``ast.BinaryOp``, ``ast.Between``)
@@ -506,7 +514,15 @@ def _entries(e: ast.Call, entries: Column, sort: Column) -> Column:
     return F.when(F.coalesce(sort, F.lit(False)), F.array_sort(pairs)).otherwise(pairs)
 
 
+def _field(e: ast.Call, text: Column, *among: Column) -> Column:
+    """ksqlDB's FIELD: the 1-based position of ``text`` among the other arguments, 0 when it is not there or NULL."""
+    if not among:
+        return F.lit(0)
+    return F.coalesce(F.array_position(F.array(*[c.cast("string") for c in among]), text), F.lit(0)).cast("int")
+
+
 _TRANSLATIONS = {
+    "FIELD": _field,
     "GENERATE_SERIES": _generate_series, "AS_MAP": _as_map, "ENTRIES": _entries,
     "TO_BYTES": _to_bytes, "FROM_BYTES": _from_bytes, "INT_FROM_BYTES": _int_from_bytes(4),
     "BIGINT_FROM_BYTES": _int_from_bytes(8), "DOUBLE_FROM_BYTES": _double_from_bytes,

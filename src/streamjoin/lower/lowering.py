@@ -20,11 +20,13 @@ from ..connectors.late_records import ORIGIN
 from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
+from ..plan import expressions as ex
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref,
     Repartition, Scan, WindowTable, naming_style, walk,
 )
 from ..plan.pushdown import database_read
+from ..sql import ast
 from .decode import decode_scan, json_columns, json_key_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import node_operator, operator_for
@@ -138,6 +140,42 @@ def read_once(records: DataFrame) -> DataFrame:
     return spread.observe("read_once", F.count(F.when(every_column, 1)).alias("empty_rows"))
 
 
+TABLE_FUNCTIONS = ("EXPLODE", "CUBE_EXPLODE")
+_TABLE_ROW = "__table_row"  # the struct of the table functions' values on one output row
+
+
+def _table_functions(df: DataFrame, items) -> tuple[DataFrame, list]:
+    """A SELECT list's table functions (ksqlDB's EXPLODE and CUBE_EXPLODE, anywhere in an expression) as ksqlDB's
+    ``KudtfFlatMapper`` runs them: one output row per position of the longest of their arrays, every function's
+    value at that position (NULL past the end of a shorter one); a NULL or empty array gives no row. Returns the rows
+    and the items with each call replaced by its value on the row."""
+    calls: list = []
+
+    def replaced(e):
+        if isinstance(e, ast.Call) and e.name in TABLE_FUNCTIONS:
+            calls.append(e)
+            return Ref(f"{_TABLE_ROW}.g{len(calls) - 1}", "")
+        return None
+
+    items = [(f, ex.transform(e, replaced)) for f, e in items]
+    if not calls:
+        return df, items
+    arrays = [(_cube(compile_expr(c.args[0])) if c.name == "CUBE_EXPLODE" else compile_expr(c.args[0])).alias(f"g{i}")
+              for i, c in enumerate(calls)]
+    rows = df.select("*", F.posexplode(F.arrays_zip(*arrays)).alias("__pos", _TABLE_ROW))
+    return rows.withColumn(SUB, F.col(SUB) * LATERAL_FANOUT + F.col("__pos")).drop("__pos"), items
+
+
+def _cube(array):
+    """ksqlDB's CUBE_EXPLODE's combinations of an array: every element kept or NULL, in the order of the binary
+    numbers whose 1s keep them (all NULL first), each distinct combination once."""
+    n = F.size(array)
+    masks = F.sequence(F.lit(0), F.call_function("shiftleft", F.lit(1), n) - 1)
+    combos = F.transform(masks, lambda m: F.transform(
+        array, lambda x, i: F.when(F.call_function("shiftright", m, n - 1 - i).bitwiseAND(1) == 1, x)))
+    return F.when(array.isNotNull(), F.array_distinct(combos))
+
+
 def _with_condition(join: Join, joined: DataFrame) -> DataFrame:
     """Flink's further ON conditions over both inputs, on the join's rows (validation admits them only where
     that is exact): an INNER join keeps the rows that pass; a LEFT temporal join, which gives each stream
@@ -233,8 +271,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
                 df = df.withColumn(key_id, compile_expr(expr))
         return df
     if isinstance(node, Project):
-        df = lower(node.input, records, ctx)
-        cols = [compile_expr(e).alias(f.id) for f, e in node.items]
+        df, items = _table_functions(lower(node.input, records, ctx), node.items)
+        cols = [compile_expr(e).alias(f.id) for f, e in items]
         meta = [c for c in META + (TOMBSTONE,) if c in df.columns]
         return df.select(*cols, *meta)
     if isinstance(node, WindowTable):  # rows not grouped by their windows: each copied into every window it is in

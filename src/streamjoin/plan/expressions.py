@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Callable, Iterator, Optional
 
 from ..sql import ast
@@ -74,6 +75,16 @@ def is_aggregate(e: ast.Expr) -> bool:
     return any(isinstance(x, ast.Call) and x.name in AGGREGATES for x in walk(e))
 
 
+def number_type(text: str) -> str:
+    """The type of a number literal with a point or an exponent: in E notation a DOUBLE, else a DECIMAL of exactly
+    its digits (``2.345``: DECIMAL(4,3), ``0.5``: DECIMAL(1,1)), as Spark and the dialects type it."""
+    if "e" in text.lower():
+        return "double"
+    digits, exponent = Decimal(text).as_tuple()[1:]
+    scale = max(-exponent, 0)
+    return f"decimal({max(len(digits), scale, 1)},{scale})"
+
+
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _ARITHMETIC = ("+", "-", "*", "/", "%")
 _LOGICAL = ("=", "<>", "<", "<=", ">", ">=", "<=>", "AND", "OR")
@@ -100,6 +111,8 @@ def static_type(e: ast.Expr) -> str:
     if isinstance(e, ast.Literal):
         if e.kind == "integer":
             return "int" if -2**31 <= e.value < 2**31 else "bigint"
+        if e.kind == "decimal":
+            return number_type(e.value)
         return {"string": "string", "boolean": "boolean"}.get(e.kind, "")
     if isinstance(e, ast.BinaryOp) and e.op in _LOGICAL or isinstance(e, (ast.IsNull, ast.Between, ast.InList, ast.Like)):
         return "boolean"

@@ -43,7 +43,7 @@ TRANSLATED = {
     "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3),
     "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
-    "DOUBLE_FROM_BYTES": (1, 2),
+    "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255),
 }
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
@@ -72,8 +72,9 @@ TRANSLATED.update(LAMBDA_FUNCTIONS)
 TRANSLATED.update({"KSQL_TRIM": (1, 1), "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
 
-# read by the planner itself: Flink's group windows and their auxiliary functions, PROCTIME(), ksqlDB's AS_VALUE
-PLANNED = {"TUMBLE", "HOP", "SESSION", "CUMULATE", "PROCTIME", "AS_VALUE"} | {
+# planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
+# one row per position of their arrays, ``lower.lowering``)
+PLANNED = {"TUMBLE", "HOP", "SESSION", "CUMULATE", "PROCTIME", "AS_VALUE", "EXPLODE", "CUBE_EXPLODE"} | {
     f"{kind}_{part}" for kind in ("TUMBLE", "HOP", "SESSION") for part in ("START", "END", "ROWTIME", "PROCTIME")}
 
 # Spark SQL's built-in functions: ``SHOW SYSTEM FUNCTIONS`` of Spark 4.3.0 (the pinned pyspark), operators left out
@@ -156,7 +157,7 @@ RESULT_TYPES = {
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
                      "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM"), "string"),
-    "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
+    "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "FIELD": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
     "SPLIT": "array<string>", "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
