@@ -132,3 +132,14 @@ def test_the_explain_command_writes_each_format(tmp_path, fmt, capsys):
         assert name in document
     if fmt == "svg":
         assert ElementTree.fromstring(document).tag == f"{SVG}svg"
+
+
+def test_a_late_records_topic_is_named():
+    script = ("SET 'streamjoin.late.topic' = 'late';"
+              "CREATE STREAM a (id INT KEY, v STRING) WITH (kafka_topic='a', value_format='JSON');"
+              "CREATE STREAM b (id INT KEY, w STRING) WITH (kafka_topic='b', value_format='JSON');"
+              "CREATE STREAM c AS SELECT a.id, v, w FROM a JOIN b WITHIN 1 MINUTE ON a.id = b.id;")
+    catalog = Catalog()
+    planner = StatementPlanner(catalog, operators=operator_table)
+    (query,) = [p.query for item in parse_script(script) if (p := planner.plan(item)).query]
+    assert any("written to topic late" in note for note in query_graph(query.plan, None, catalog.properties).notes)

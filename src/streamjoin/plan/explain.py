@@ -91,6 +91,10 @@ def query_graph(plan: PlanNode, state_of: Optional[Callable] = None, settings: O
             where = "the embedded topics, in ingestion order"
         graph.notes.append(f"Input: one Spark source reads {', '.join(topics)} from {where}")
     _Builder(graph, plan, state_of or (lambda node: None), settings).add(plan)
+    late_topic = settings.get("streamjoin.late.topic")
+    if late_topic:
+        graph.notes.append(f"Late records: every record dropped as late or for a null key is also written to topic "
+                           f"{late_topic}, with why, the stream time and where it was read")
     return graph
 
 
