@@ -374,8 +374,9 @@ def run_segmented(df: "DataFrame", bucket: str, step: SegmentedStep, output_sche
     as Spark observed metrics: what each step changed in its meta value's counters then leaves the operator on
     one extra output row per bucket (``_COUNT`` columns, everything else null), is observed and filtered out
     here. The query's sink function adds the batch's changes to the checkpoint (``runtime.observed_counts``), so
-    the counts are read without reading the state. ``ctx.meta_in_value_state``: the query's checkpoint is of
-    state layout 1."""
+    the counts are read without reading the state. ``ctx.late_records``: the records a step drops (``keep_dropped``)
+    leave the same way, on rows of their own (``LATE``), collected into an observed metric for the query's
+    late-records topic. ``ctx.meta_in_value_state``: the query's checkpoint is of state layout 1."""
     from pyspark.sql import functions as F
 
     schema, observe, late = output_schema, ctx.observe_counts, ctx.late_records
