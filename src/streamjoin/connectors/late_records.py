@@ -31,6 +31,14 @@ def described(reason: str, rowtime, stream_time, origin: Optional[str]) -> str:
     return json.dumps({"reason": reason, "rowtime": rowtime, "stream_time": stream_time, "origin": origin})
 
 
+def described_column(reason: str, rowtime, stream_time, origin):
+    """``described``'s JSON as a Spark column, of the columns given (for a step that drops records in Spark)."""
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(F.lit(reason).alias("reason"), rowtime.alias("rowtime"),
+                              stream_time.alias("stream_time"), origin.alias("origin")))
+
+
 @dataclass(frozen=True)
 class LateRecords:
     query_id: str

@@ -21,6 +21,7 @@ from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
 from ..operators.window_aggregate import with_windows
 from ..plan import expressions as ex
+from ..plan.functions import TABLE_FUNCTIONS
 from ..plan.nodes import (
     ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref,
     Repartition, Scan, WindowTable, naming_style, walk,
@@ -140,7 +141,6 @@ def read_once(records: DataFrame) -> DataFrame:
     return spread.observe("read_once", F.count(F.when(every_column, 1)).alias("empty_rows"))
 
 
-TABLE_FUNCTIONS = ("EXPLODE", "CUBE_EXPLODE")
 _TABLE_ROW = "__table_row"  # the struct of the table functions' values on one output row
 
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType
 
 from ..connectors.embedded_source import TICK_TOPIC
-from ..connectors.late_records import ORIGIN
+from ..connectors.late_records import ORIGIN, described_column
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, TOMBSTONE, TOPIC_TIMES, Join, JoinSide, PlanNode, Ref, under_chain
 from ..sql import ast
@@ -211,7 +211,6 @@ def observe_dropped(df: DataFrame, ctx: LoweringContext, reason: str, condition)
         df = ctx.observe_counts(df, {reason: F.when(condition, 1)})
     if ctx.late_records is not None:
         origin = F.col(ORIGIN) if ORIGIN in df.columns else F.lit(None).cast("string")
-        description = F.to_json(F.struct(F.lit(reason).alias("reason"), F.col(ROWTIME).alias("rowtime"),
-                                         F.col(STREAM_TIME).alias("stream_time"), origin.alias("origin")))
+        description = described_column(reason, F.col(ROWTIME), F.col(STREAM_TIME), origin)
         df = ctx.late_records.observe(df, F.when(condition, description))
     return df

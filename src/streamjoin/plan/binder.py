@@ -18,8 +18,8 @@ from . import expressions as ex
 from . import ksql_aggregation
 from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
-from .functions import (LAMBDA_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions, ksql_comparisons,
-                        ksql_magic_timestamps, ksql_variants, lambda_variable_types, unit_argument)
+from .functions import (LAMBDA_FUNCTIONS, TABLE_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions,
+                        ksql_comparisons, ksql_magic_timestamps, ksql_variants, lambda_variable_types, unit_argument)
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -581,7 +581,7 @@ def _check_ksql_expressions(select: ast.Select, input_: PlanNode) -> None:
     """ksqlDB's refusals of expressions it cannot run: a table function (EXPLODE) over a table or beside an
     aggregation, and a CASE whose every branch is NULL (it has no type)."""
     items = [item.expr for item in select.items]
-    generators = [c for e in items for c in ex.walk(e) if isinstance(c, ast.Call) and c.name in ("EXPLODE", "CUBE_EXPLODE")]
+    generators = [c for e in items for c in ex.walk(e) if isinstance(c, ast.Call) and c.name in TABLE_FUNCTIONS]
     if generators and input_.kind == "TABLE":
         raise StatementError("Table source is not supported with table functions", rule="table-function",
                              pos=generators[0].pos)

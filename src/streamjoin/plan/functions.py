@@ -74,7 +74,8 @@ TRANSLATED.update({"KSQL_TRIM": (1, 1), "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND
 
 # planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
 # one row per position of their arrays, ``lower.lowering``)
-PLANNED = {"TUMBLE", "HOP", "SESSION", "CUMULATE", "PROCTIME", "AS_VALUE", "EXPLODE", "CUBE_EXPLODE"} | {
+TABLE_FUNCTIONS = ("EXPLODE", "CUBE_EXPLODE")  # ksqlDB's: rows out of an array
+PLANNED = {"TUMBLE", "HOP", "SESSION", "CUMULATE", "PROCTIME", "AS_VALUE", *TABLE_FUNCTIONS} | {
     f"{kind}_{part}" for kind in ("TUMBLE", "HOP", "SESSION") for part in ("START", "END", "ROWTIME", "PROCTIME")}
 
 # Spark SQL's built-in functions: ``SHOW SYSTEM FUNCTIONS`` of Spark 4.3.0 (the pinned pyspark), operators left out
