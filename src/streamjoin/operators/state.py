@@ -41,7 +41,6 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from ..connectors.late_records import LATE, ORIGIN, described
-from ..plan.nodes import ROWTIME, STREAM_TIME
 
 if TYPE_CHECKING:
     import numpy as np
@@ -71,6 +70,8 @@ def keep_dropped(reason: str, rows: "pd.DataFrame", mask: "np.ndarray") -> None:
 
     if _KEPT is None or not np.any(mask):
         return
+    from ..plan.nodes import ROWTIME, STREAM_TIME  # here: a worker of a query without late records skips the plan
+
     rows = rows[np.asarray(mask, dtype=bool)]
     origins = rows[ORIGIN].to_numpy(dtype=object) if ORIGIN in rows.columns else [None] * len(rows)
 

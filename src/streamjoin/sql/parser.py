@@ -15,6 +15,7 @@ Design:
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -71,15 +72,19 @@ class _IdentEverywhere(PostLex):
         return stream
 
 
-_PARSER = Lark(
-    resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8"),
-    parser="lalr",
-    lexer="contextual",
-    start=["statement", "expr"],
-    propagate_positions=True,
-    maybe_placeholders=True,
-    postlex=_IdentEverywhere(),
-)
+@functools.cache
+def _parser() -> Lark:
+    """The grammar's LALR parser, built on first use (a third of a second): a process that imports the syntax
+    tree's modules without parsing (a Spark Python worker running an operator) never pays for it."""
+    return Lark(
+        resources.files(__package__).joinpath("grammar.lark").read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="contextual",
+        start=["statement", "expr"],
+        propagate_positions=True,
+        maybe_placeholders=True,
+        postlex=_IdentEverywhere(),
+    )
 
 _TERMINAL_NAMES = {
     "IDENT": "identifier",
@@ -97,7 +102,10 @@ def _readable_name(terminal) -> str:
     return _TERMINAL_NAMES.get(terminal.name, terminal.name)  # WS and comments are never expected
 
 
-_READABLE = {"$END": END_OF_INPUT, **{t.name: _readable_name(t) for t in _PARSER.terminals}}
+@functools.cache
+def _readable() -> dict[str, str]:
+    """Each terminal's name as an error message shows it."""
+    return {"$END": END_OF_INPUT, **{t.name: _readable_name(t) for t in _parser().terminals}}
 
 # ---------------------------------------------------------------- splitting a script into statements
 
@@ -144,7 +152,7 @@ def _split(script: str) -> list[_Statement]:
 
 def _parse(source: _Statement, start: str):
     try:
-        tree = _PARSER.parse(source.text, start=start)
+        tree = _parser().parse(source.text, start=start)
         return tree, AstBuilder(source.origin, source.text).transform(tree)
     except UnexpectedInput as e:
         raise _syntax_error(e, source) from None
@@ -159,7 +167,7 @@ def _parse(source: _Statement, start: str):
 def _syntax_error(error: UnexpectedInput, source: _Statement) -> SqlSyntaxError:
     parser = error.interactive_parser
     # Lark's final state (a whole statement read) lists no terminals: the end of input is what it expects.
-    expected = [_READABLE[t] for t in (parser.accepts() if parser else ())] or [END_OF_INPUT]
+    expected = [_readable()[t] for t in (parser.accepts() if parser else ())] or [END_OF_INPUT]
     line, column = error.line, error.column
     if isinstance(error, UnexpectedToken):
         reason, found = "syntax error", str(error.token)
