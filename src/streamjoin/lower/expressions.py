@@ -357,8 +357,36 @@ def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Col
 def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
     """ksqlDB's SPLIT cuts at a literal delimiter (Spark's split takes a regular expression); an empty one cuts
     between characters."""
-    literal = F.concat(F.lit("\\Q"), delimiter, F.lit("\\E"))
-    return F.when(delimiter == F.lit(""), _spark("split", text, F.lit(""))).otherwise(_spark("split", text, literal, F.lit(-1)))
+    return F.when(delimiter == F.lit(""), _spark("split", text, F.lit(""))).otherwise(
+        _spark("split", text, _literally(delimiter), F.lit(-1)))
+
+
+def _literally(text: Column) -> Column:
+    """A regular expression matching ``text`` itself."""
+    return F.concat(F.lit("\\Q"), text, F.lit("\\E"))
+
+
+def _regexp_split(e: ast.Call, text: Column, pattern: Column) -> Column:
+    """ksqlDB's REGEXP_SPLIT_TO_ARRAY: cut at every match of a regular expression, empty pieces kept (an empty
+    expression cuts between characters); NULL when either argument is."""
+    return F.when(pattern == F.lit(""), _spark("split", text, F.lit(""))).otherwise(
+        _spark("split", text, pattern, F.lit(-1)))
+
+
+def _split_to_map(e: ast.Call, text: Column, entry: Column, pair: Column) -> Column:
+    """ksqlDB's SPLIT_TO_MAP: ``text`` cut at the literal ``entry`` delimiter, empty entries and entries without
+    the ``pair`` delimiter left out, each entry's key before its first ``pair`` delimiter and its value up to the
+    next; a repeated key takes its last value. NULL when an argument is NULL, a delimiter is empty or both are
+    the same."""
+    entries = F.filter(_spark("split", text, _literally(entry), F.lit(-1)),
+                       lambda x: (x != F.lit("")) & (F.instr(x, pair) > 0))
+    parts = F.transform(entries, lambda x: _spark("split", x, _literally(pair), F.lit(-1)))
+    keys = F.transform(parts, lambda p: F.element_at(p, 1))
+    n, distinct = F.size(keys), F.array_distinct(keys)
+    last = lambda k: F.element_at(parts, (n + 1 - F.array_position(F.reverse(keys), k)).cast("int"))  # noqa: E731
+    values = F.transform(distinct, lambda k: F.element_at(last(k), 2))
+    usable = (entry != F.lit("")) & (pair != F.lit("")) & (entry != pair)
+    return F.when(usable, F.map_from_arrays(distinct, values))
 
 
 def _shifted_time(e: ast.Call, _unit, count: Column, time: Column) -> Column:
@@ -540,7 +568,7 @@ _TRANSLATIONS = {
     "EXTRACTJSONFIELD": lambda e, text, path: _spark("get_json_object", text, path),
     "IS_JSON_STRING": lambda e, text: F.coalesce(_spark("try_parse_json", text).isNotNull(), F.lit(False)),
     "JSON_KEYS": lambda e, text: _spark("json_object_keys", text),
-    "SPLIT": _split,
+    "SPLIT": _split, "REGEXP_SPLIT_TO_ARRAY": _regexp_split, "SPLIT_TO_MAP": _split_to_map,
     "RANDOM": lambda e: F.rand(),
     "TO_JSON_STRING": _to_json_string,
     **dict.fromkeys(UNIT_ARGUMENT, _shifted_time),

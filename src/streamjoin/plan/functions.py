@@ -43,7 +43,7 @@ TRANSLATED = {
     "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3),
     "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
-    "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255),
+    "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
 }
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
@@ -161,7 +161,8 @@ RESULT_TYPES = {
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "FIELD": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
-    "SPLIT": "array<string>", "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
+    "SPLIT": "array<string>", "REGEXP_SPLIT_TO_ARRAY": "array<string>", "SPLIT_TO_MAP": "map<string,string>",
+    "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
     **dict.fromkeys(("TO_JSON_STRING", "URL_ENCODE_PARAM", "URL_DECODE_PARAM", "URL_EXTRACT_FRAGMENT", "URL_EXTRACT_HOST",
                      "URL_EXTRACT_PARAMETER", "URL_EXTRACT_PATH", "URL_EXTRACT_PROTOCOL", "URL_EXTRACT_QUERY"), "string"),
     "DATEADD": "date", "DATESUB": "date", "TO_BYTES": "binary", "FROM_BYTES": "string", "INT_FROM_BYTES": "int",
