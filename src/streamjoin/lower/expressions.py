@@ -356,7 +356,14 @@ def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Col
 
 def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
     """ksqlDB's SPLIT cuts at a literal delimiter (Spark's split takes a regular expression); an empty one cuts
-    between characters."""
+    between characters. BYTES are cut at BYTES, byte by byte: as ISO-8859-1 text, one character per byte."""
+    if static_type(e) != "array<binary>":
+        return _split_text(text, delimiter)
+    pieces = _split_text(F.decode(text, "ISO-8859-1"), F.decode(delimiter, "ISO-8859-1"))
+    return F.transform(pieces, lambda piece: F.encode(piece, "ISO-8859-1"))
+
+
+def _split_text(text: Column, delimiter: Column) -> Column:
     return F.when(delimiter == F.lit(""), _spark("split", text, F.lit(""))).otherwise(
         _spark("split", text, _literally(delimiter), F.lit(-1)))
 

@@ -176,6 +176,8 @@ SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "CO
 
 def call_type(name: str, argument_types: list[str]) -> str:
     """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
+    if name == "SPLIT" and argument_types[:1] == ["binary"]:  # ksqlDB's SPLIT of BYTES at BYTES
+        return "array<binary>"
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
     if name in ("TIMESTAMPADD", "TIMESTAMPSUB"):  # the type of the time it shifts (the unit is no typed argument)
