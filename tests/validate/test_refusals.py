@@ -441,6 +441,14 @@ REFUSED = [
     ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
      "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
      "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ("ksqlDB: a wrapped single DELIMITED value", "CREATE STREAM WD (ID INT KEY, A INT) WITH (kafka_topic='wd', "
+     "value_format='DELIMITED', wrap_single_value=true);", "value-format",
+     "Format 'DELIMITED' does not support 'WRAP_SINGLE_VALUE' set to 'true'."),
+    ("ksqlDB: an unwrapped single PROTOBUF value of a sink", "CREATE STREAM WP WITH (value_format='PROTOBUF', "
+     "wrap_single_value=false) AS SELECT L.V FROM L;", "value-format",
+     "Format 'PROTOBUF' does not support 'WRAP_SINGLE_VALUE' set to 'false'."),
+    ("ksqlDB: a VALUE_DELIMITER of a JSON value", "CREATE STREAM DJ (ID INT KEY, A INT) WITH (kafka_topic='dj', "
+     "value_format='JSON', value_delimiter=';');", "value-delimiter", "JSON does not support the following configs: [delimiter]"),
     ("ksqlDB: INSERT VALUES into a header column", "CREATE STREAM HS (ID INT KEY, H BYTES HEADER('h'), V INT) WITH "
      "(kafka_topic='hs', value_format='JSON'); INSERT INTO HS (ID, H) VALUES (1, NULL);", "insert-into-headers",
      "Cannot insert into HEADER columns: H"),

@@ -458,9 +458,13 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
 
 
 def check_delimiter(props: dict, pos) -> None:
-    """ksqlDB's ``VALUE_DELIMITER``: one character, or ``TAB`` or ``SPACE`` (``Delimiter.parse``); else refused
-    in its words."""
+    """ksqlDB's ``VALUE_DELIMITER``: one character, or ``TAB`` or ``SPACE`` (``Delimiter.parse``), of a DELIMITED
+    value; else refused in its words."""
     given = props.get("value_delimiter")
+    declared = str(props.get("value_format") or props.get("format") or "DELIMITED").upper()
+    if given is not None and declared != "DELIMITED":  # the delimiter is a DELIMITED value's only format property
+        raise StatementError(f"{declared} does not support the following configs: [delimiter]", rule="value-delimiter",
+                             pos=pos)
     if given is None or len(str(given)) == 1 and str(given).strip() or str(given) in ("TAB", "SPACE"):
         return
     problem = (f"Invalid delimiter value: '{given}'. Delimiter must be a single character or TAB,SPACE" if str(given).strip()
@@ -470,11 +474,20 @@ def check_delimiter(props: dict, pos) -> None:
                          "Example valid value: ';'", rule="value-delimiter", pos=pos)
 
 
+# the WRAP_SINGLE_VALUE settings a ksqlDB value format takes (its ``supportedFeatures``: WRAP_SINGLES is 'true',
+# UNWRAP_SINGLES 'false'); the others take both
+_WRAPPING = {"DELIMITED": ("false",), "KAFKA": ("false",), "PROTOBUF": ("true",)}
+
+
 def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos, ksql: bool = False,
                         properties: Optional[dict] = None) -> None:
     """Refuse value columns the format cannot hold (a PROTOBUF array of arrays; KAFKA: more than one column,
     or one that is not a primitive; DELIMITED: a nested type; ``ksql``, ksqlDB's JSON and AVRO: a MAP whose
     keys are no strings; ksqlDB's WRAP_SINGLE_VALUE, said of several value columns), in ksqlDB's words."""
+    wrapped = str((properties or {}).get("wrap_single_value", "")).lower()
+    if ksql and wrapped in ("true", "false") and wrapped not in _WRAPPING.get(value_format, ("true", "false")):
+        raise StatementError(f"Format '{value_format}' does not support 'WRAP_SINGLE_VALUE' set to '{wrapped}'.",
+                             rule="value-format", pos=pos)
     if ksql and "wrap_single_value" in (properties or {}) and len(columns) > 1:
         raise StatementError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas", rule="value-format",
                              pos=pos)
