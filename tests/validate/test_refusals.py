@@ -441,6 +441,14 @@ REFUSED = [
     ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
      "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
      "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",
+     "duplicate-name", "Cannot register custom type 'ADDRESS' since it is already registered with type: "
+     "STRUCT<`STREET` STRING>"),
+    ("ksqlDB: a type dropped that was never named", "DROP TYPE ADDRESS;", "unknown-type", "Type ADDRESS does not exist."),
+    ("ksqlDB: a type dropped, then used", "CREATE TYPE ZIP AS INT; DROP TYPE ZIP; CREATE STREAM Z (ID INT KEY, C ZIP) "
+     "WITH (kafka_topic='z', value_format='JSON');", "unknown-type", "Cannot resolve unknown type: ZIP"),
+    ("ksqlDB: a named type that names no type", "CREATE TYPE PAIR AS STRUCT<a INT, b NOPE>;", "unknown-type",
+     "Cannot resolve unknown type: NOPE"),
     ("ksqlDB: a wrapped single DELIMITED value", "CREATE STREAM WD (ID INT KEY, A INT) WITH (kafka_topic='wd', "
      "value_format='DELIMITED', wrap_single_value=true);", "value-format",
      "Format 'DELIMITED' does not support 'WRAP_SINGLE_VALUE' set to 'true'."),
@@ -670,6 +678,8 @@ ACCEPTED = [
     "CREATE STREAM J AS SELECT ID, STRUCT(A := X, B := V) AS S, MAP(V := X) AS M, ROUND(X) AS R, SPLIT(V, '.') AS P FROM L;",
     "CREATE STREAM J AS SELECT ID, V, TIMESTAMPTOSTRING(ROWTIME, 'yyyy', 'UTC') AS Y, X + 1.5 AS D, V + V AS VV FROM L "
     "WHERE V >= '2024' AND X = 2.5 AND ROWTIME > 0;",
+    "CREATE TYPE POINT AS STRUCT<x DOUBLE, y DOUBLE>; CREATE TYPE IF NOT EXISTS POINT AS INT; DROP TYPE IF EXISTS GONE; "
+    "CREATE STREAM J AS SELECT ID, CAST(STRUCT(X := X, Y := X) AS POINT) AS P FROM L;",
 ]
 
 

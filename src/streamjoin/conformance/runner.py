@@ -156,11 +156,11 @@ def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:
 
 
 def _declarations(sql: str) -> tuple[Catalog, list[PlannedStatement]]:
-    """The script's declarations alone (its CREATE STREAM/TABLE and schema statements), planned on a catalog of
-    their own."""
+    """The script's declarations alone (its CREATE STREAM/TABLE, schema and type statements), planned on a catalog
+    of their own."""
     planner = StatementPlanner(Catalog())
-    planned = [planner.plan(item) for item in parse_script(sql)
-               if isinstance(item.statement, (ast.CreateSource, ast.CreateSchema, ast.SetSchema))]
+    declarations = (ast.CreateSource, ast.CreateSchema, ast.SetSchema, ast.CreateType, ast.DropType)
+    planned = [planner.plan(item) for item in parse_script(sql) if isinstance(item.statement, declarations)]
     return planner.catalog, planned
 
 

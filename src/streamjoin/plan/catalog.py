@@ -152,6 +152,7 @@ class Catalog:
     schema: Optional[str] = None  # the current schema (SET SCHEMA), as shown
     pumps: dict = field(default_factory=dict)  # SQLstream pump (casefolded name) -> the id of its query
     servers: dict = field(default_factory=dict)  # SQLstream server (casefolded name) -> ServerInfo
+    types: dict = field(default_factory=dict)  # ksqlDB's CREATE TYPE: upper-cased name -> the ast.TypeName it names
 
     def lookup(self, name: "str | ast.Ident"):
         for key in self.keys_of(name):

@@ -18,7 +18,7 @@ from .ddl import (
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
-from .types import ksql_type_name, spark_type
+from .types import ksql_type_name, spark_type, with_named_types
 from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
@@ -75,6 +75,11 @@ class StatementPlanner:
             raise err.at_statement(item.index, item.pos) from None
 
     def _plan(self, stmt: ast.Statement, item: ast.ScriptStatement) -> PlannedStatement:
+        if self.catalog.types:
+            stmt = with_named_types(stmt, self.catalog.types)
+        if isinstance(stmt, (ast.CreateType, ast.DropType)):
+            self._named_type(stmt)
+            return PlannedStatement(item)
         if isinstance(stmt, ast.CreateServer):
             key = stmt.name.text.casefold()
             if key in self.catalog.servers and not stmt.or_replace:
@@ -187,6 +192,22 @@ class StatementPlanner:
                                        query_id=f"TRANSIENT_{self._query_count}")
             return replace(planned, query=replace(planned.query, limit=stmt.limit))
         raise StatementError(f"unsupported statement {type(stmt).__name__}", rule="unsupported-statement", pos=getattr(stmt, "pos", None))
+
+    def _named_type(self, stmt: "ast.CreateType | ast.DropType") -> None:
+        """ksqlDB's CREATE TYPE and DROP TYPE, refused in its words."""
+        name, types = stmt.name.text.upper(), self.catalog.types
+        if isinstance(stmt, ast.DropType):
+            if types.pop(name, None) is None and not stmt.if_exists:
+                raise StatementError(f"Type {name} does not exist.", rule="unknown-type", pos=stmt.name.pos)
+            return
+        if name in types:
+            if stmt.if_not_exists:
+                return
+            raise StatementError(f"Cannot register custom type '{name}' since it is already registered with type: "
+                                 f"{ksql_type_name(spark_type(types[name], ksql=True))}", rule="duplicate-name",
+                                 pos=stmt.name.pos)
+        spark_type(stmt.type, ksql=True)  # a type that names no known type is refused now
+        types[name] = stmt.type
 
     def _alter(self, item, stmt: ast.AlterSource) -> PlannedStatement:
         """ksqlDB's ``ALTER STREAM|TABLE n ADD COLUMN c type, ...``: value columns added to a declared source (not to a

@@ -1,6 +1,8 @@
 """SQL column types of the four dialects, mapped onto Spark SQL types."""
 from __future__ import annotations
 
+import dataclasses
+
 from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
 from ..sql.ast import TypeName
@@ -30,7 +32,24 @@ def spark_type(t: TypeName, ksql: bool = False) -> str:
             return n.upper() if ksql and n not in t.quoted_fields else n
 
         return "struct<" + ",".join(f"`{named(n)}`:{spark_type(ft, ksql)}" for n, ft in t.fields) + ">"
-    raise StatementError(f"unknown type {t.name}", rule="unknown-type", pos=t.pos)
+    raise StatementError(f"Cannot resolve unknown type: {t.name}", rule="unknown-type", pos=t.pos)
+
+
+def with_named_types(node, named: dict[str, TypeName]):
+    """``node`` (a statement, or any part of one) with every type named by CREATE TYPE (``named``: upper-cased
+    name -> the type it stands for) replaced by that type."""
+    if isinstance(node, TypeName):
+        if node.name in named and not (node.params or node.args or node.fields):
+            return dataclasses.replace(named[node.name], pos=node.pos)
+        return dataclasses.replace(node, args=tuple(with_named_types(a, named) for a in node.args),
+                                   fields=tuple((n, with_named_types(t, named)) for n, t in node.fields))
+    if isinstance(node, tuple):
+        return tuple(with_named_types(x, named) for x in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        changed = {f.name: with_named_types(getattr(node, f.name), named) for f in dataclasses.fields(node)}
+        if any(changed[k] is not getattr(node, k) for k in changed):
+            return dataclasses.replace(node, **changed)
+    return node
 
 
 def inner_type(spark: str, field: str | None = None) -> str:

@@ -563,6 +563,25 @@ class CreateSchema(Statement):
 
 
 @dataclass(frozen=True)
+class CreateType(Statement):
+    """ksqlDB's ``CREATE TYPE [IF NOT EXISTS] name AS type``: ``name`` stands for ``type`` in later statements."""
+
+    name: Ident
+    type: "TypeName"
+    if_not_exists: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class DropType(Statement):
+    """ksqlDB's ``DROP TYPE [IF EXISTS] name``."""
+
+    name: Ident
+    if_exists: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class CreateServer(Statement):
     """SQLstream's (SQL/MED) ``CREATE [OR REPLACE] SERVER s [TYPE 't'] FOREIGN DATA WRAPPER w OPTIONS (...)``;
     option names as written."""

@@ -275,6 +275,12 @@ class AstBuilder(Transformer):
     def drop(self, meta, kind, if_exists, name, delete_topic):
         return ast.Drop(kind, name, bool(if_exists), bool(delete_topic), pos=self._pos(meta))
 
+    def create_type(self, meta, if_not_exists, name, type_):
+        return ast.CreateType(name, type_, bool(if_not_exists), pos=self._pos(meta))
+
+    def drop_type(self, meta, if_exists, name):
+        return ast.DropType(name, bool(if_exists), pos=self._pos(meta))
+
     def alter_source(self, meta, kind, name, *added):
         return ast.AlterSource(str(kind).upper(), name, tuple(added), pos=self._pos(meta))
 
@@ -352,6 +358,11 @@ class AstBuilder(Transformer):
     def struct_type(self, meta, *fields):
         return ast.TypeName("STRUCT", fields=tuple((name.text, type_) for name, type_ in fields),
                             quoted_fields=frozenset(name.text for name, _ in fields if name.quoted), pos=self._pos(meta))
+
+    def named_type(self, meta, name):  # a type named by CREATE TYPE (``plan.statements`` resolves it)
+        if not name.quoted and name.text.upper() in ("NULL", "TRUE", "FALSE"):  # literals, no names
+            raise InvalidSyntax("syntax error", self._pos(meta), name.text, ("type",))
+        return ast.TypeName(name.text.upper(), pos=self._pos(meta))
 
     def struct_field(self, meta, name, type_):
         return name, type_
