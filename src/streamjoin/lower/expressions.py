@@ -396,6 +396,59 @@ def _split_to_map(e: ast.Call, text: Column, entry: Column, pair: Column) -> Col
     return F.when(usable, F.map_from_arrays(distinct, values))
 
 
+def _json_elements(text: Column) -> tuple[Column, Column]:
+    """A JSON array's elements: each one's JSON text as Spark reads it (objects and arrays compact, in their order; a
+    string unquoted), and each one as a VARIANT; both NULL for text that is no JSON array."""
+    elements = _spark("try_variant_get", _spark("try_parse_json", text), F.lit("$"), F.lit("array<variant>"))
+    return F.from_json(text, "array<string>"), elements
+
+
+def _json_kind(element: Column) -> Column:
+    """An element's JSON kind, as ``schema_of_variant`` names it: STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, VOID
+    (null), OBJECT<...>, ARRAY<...>."""
+    return _spark("schema_of_variant", element)
+
+
+def _json_items(e: ast.Call, text: Column) -> Column:
+    """ksqlDB's JSON_ITEMS: a JSON array's elements, each as compact JSON text (a string element quoted, a null
+    one ``null``)."""
+    raw, elements = _json_elements(text)
+    return F.transform(raw, lambda x, i: F.when(_json_kind(F.element_at(elements, i + 1)) == F.lit("STRING"),
+                                                F.to_json(F.element_at(elements, i + 1)))
+                       .when(x.isNull(), F.lit("null")).otherwise(x))
+
+
+def _json_records(e: ast.Call, text: Column) -> Column:
+    """ksqlDB's JSON_RECORDS: a JSON object's fields, each value as text: a string's own text, any other value (a
+    null too) as compact JSON; NULL for text that is no JSON object."""
+    return F.transform_values(F.from_json(text, "map<string,string>"), lambda _, v: F.coalesce(v, F.lit("null")))
+
+
+def _json_array_contains(e: ast.Call, text: Column, value: Column) -> Column:
+    """ksqlDB's JSON_ARRAY_CONTAINS: whether a JSON array holds ``value``: an element of the JSON kind of the value's
+    type (a string for a STRING; an integer for an INT or BIGINT; a number with a fraction or an exponent for a
+    DOUBLE; a boolean) and equal to it, or a null element for a NULL (never for a DECIMAL); false for text that is
+    no JSON array, NULL for NULL text."""
+    raw, elements = _json_elements(text)
+    kinds = F.transform(elements, _json_kind)
+    kind = static_type(e.args[1]) if len(e.args) > 1 else ""
+
+    def same(x: Column, k: Column) -> Column:  # element x, of JSON kind k, is the value
+        if kind in ("tinyint", "smallint", "int", "bigint"):
+            return k.isin("TINYINT", "SMALLINT", "INT", "BIGINT") & (x.cast("bigint") == value.cast("bigint"))
+        if kind in ("double", "float"):
+            return (k.startswith("DECIMAL") | k.isin("DOUBLE", "FLOAT")) & (x.cast("double") == value.cast("double"))
+        if kind == "boolean":
+            return (k == F.lit("BOOLEAN")) & (x == F.lower(value.cast("string")))
+        if kind == "string":
+            return (k == F.lit("STRING")) & (x == value)
+        return F.lit(False)  # a DECIMAL (2.5 is one), or a value of a type no JSON element has
+
+    found = F.exists(F.arrays_zip(raw.alias("x"), kinds.alias("k")), lambda p: F.when(
+        value.isNull(), p["k"] == F.lit("VOID")).otherwise(F.coalesce(same(p["x"], p["k"]), F.lit(False))))
+    return F.when(text.isNotNull(), F.coalesce(found, F.lit(False)))
+
+
 def _shifted_time(e: ast.Call, _unit, count: Column, time: Column) -> Column:
     """ksqlDB's TIMESTAMPADD / TIMESTAMPSUB (a TIMESTAMP shifted by a count of a unit, in whole milliseconds) and
     DATEADD / DATESUB (a DATE shifted so, then cut to its day toward 1970, as Java's ``TimeUnit.toDays``); null when
@@ -575,6 +628,8 @@ _TRANSLATIONS = {
     "EXTRACTJSONFIELD": lambda e, text, path: _spark("get_json_object", text, path),
     "IS_JSON_STRING": lambda e, text: F.coalesce(_spark("try_parse_json", text).isNotNull(), F.lit(False)),
     "JSON_KEYS": lambda e, text: _spark("json_object_keys", text),
+    "JSON_RECORDS": _json_records,
+    "JSON_ITEMS": _json_items, "JSON_ARRAY_CONTAINS": _json_array_contains,
     "SPLIT": _split, "REGEXP_SPLIT_TO_ARRAY": _regexp_split, "SPLIT_TO_MAP": _split_to_map,
     "RANDOM": lambda e: F.rand(),
     "TO_JSON_STRING": _to_json_string,

@@ -726,6 +726,11 @@ class AstBuilder(Transformer):
         *params, body = parts
         return ast.Lambda(tuple(p.text.upper() for p in params), body, pos=self._pos(meta))
 
+    def lambda_of_one(self, meta, param, body):  # ``(x) => ...``: the parenthesised parameter parses as an expression
+        if not (isinstance(param, ast.Column) and param.qualifier is None):
+            raise InvalidSyntax("syntax error", getattr(param, "pos", self._pos(meta)), "=>", ("identifier",))
+        return ast.Lambda((param.name.text.upper(),), body, pos=self._pos(meta))
+
     def star_call(self, meta, name):
         return ast.Call(name.text.upper(), star=True, pos=self._pos(meta))
 
