@@ -1,10 +1,12 @@
 """Bound expressions → Spark Columns. Scalar functions of the four dialects map onto Spark SQL's."""
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from decimal import Decimal
+from typing import Optional
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -409,13 +411,45 @@ def _json_kind(element: Column) -> Column:
     return _spark("schema_of_variant", element)
 
 
-def _json_items(e: ast.Call, text: Column) -> Column:
+def _json_text(raw: Column, value: Column) -> Column:
+    """A JSON value as compact JSON text, from its text as Spark's JSON reader gives it (``raw``: a string unquoted,
+    objects in their order) and the same value as a VARIANT."""
+    return F.when(_json_kind(value) == F.lit("STRING"), F.to_json(value)).otherwise(F.coalesce(raw, F.lit("null")))
+
+
+def _json_items(e: Optional[ast.Call], text: Column) -> Column:
     """ksqlDB's JSON_ITEMS: a JSON array's elements, each as compact JSON text (a string element quoted, a null
     one ``null``)."""
     raw, elements = _json_elements(text)
-    return F.transform(raw, lambda x, i: F.when(_json_kind(F.element_at(elements, i + 1)) == F.lit("STRING"),
-                                                F.to_json(F.element_at(elements, i + 1)))
-                       .when(x.isNull(), F.lit("null")).otherwise(x))
+    return F.transform(raw, lambda x, i: _json_text(x, F.element_at(elements, i + 1)))
+
+
+def _json_concat(e: ast.Call, *texts: Column) -> Column:
+    """ksqlDB's JSON_CONCAT: JSON objects merged (a later one's field replaces an earlier one's of the same name, in
+    its place; new fields after), else every value's elements in one array (a value that is no array is one element);
+    compact JSON text, NULL when any argument is NULL or no JSON."""
+    parsed = [_spark("try_parse_json", t) for t in texts]
+    objects = [_spark("try_variant_get", v, F.lit("$"), F.lit("map<string,variant>")) for v in parsed]
+    if len(texts) == 1:
+        merged = _json_items(None, F.concat(F.lit("["), texts[0], F.lit("]")))
+        return F.when(parsed[0].isNotNull(), F.element_at(merged, 1))
+    keys = F.array_distinct(F.concat(*[F.coalesce(_spark("json_object_keys", t), F.array()) for t in texts]))
+    raws = [F.from_json(t, "map<string,string>") for t in texts]
+
+    def field(k: Column) -> Column:  # the last object's field named k, as "k":value
+        last = F.when(F.lit(False), F.lit(None))
+        for raw, values in zip(raws, objects):
+            last = F.when(F.array_contains(F.map_keys(values), k), _json_text(F.element_at(raw, k), F.element_at(values, k))
+                          ).otherwise(last)
+        return F.concat(F.regexp_extract(F.to_json(F.array(k)), r"^\[(.*)\]$", 1), F.lit(":"), last)  # "k" quoted
+
+    as_object = F.concat(F.lit("{"), F.array_join(F.transform(keys, field), ","), F.lit("}"))
+    items = [F.when(_json_kind(v).startswith("ARRAY"), _json_items(None, t)).otherwise(
+        _json_items(None, F.concat(F.lit("["), t, F.lit("]")))) for t, v in zip(texts, parsed)]
+    as_array = F.concat(F.lit("["), F.array_join(F.concat(*items), ","), F.lit("]"))
+    every_object = functools.reduce(Column.__and__, [_json_kind(v).startswith("OBJECT") for v in parsed])
+    valid = functools.reduce(Column.__and__, [v.isNotNull() for v in parsed])
+    return F.when(valid, F.when(every_object, as_object).otherwise(as_array))
 
 
 def _json_records(e: ast.Call, text: Column) -> Column:
@@ -629,7 +663,7 @@ _TRANSLATIONS = {
     "IS_JSON_STRING": lambda e, text: F.coalesce(_spark("try_parse_json", text).isNotNull(), F.lit(False)),
     "JSON_KEYS": lambda e, text: _spark("json_object_keys", text),
     "JSON_RECORDS": _json_records,
-    "JSON_ITEMS": _json_items, "JSON_ARRAY_CONTAINS": _json_array_contains,
+    "JSON_ITEMS": _json_items, "JSON_ARRAY_CONTAINS": _json_array_contains, "JSON_CONCAT": _json_concat,
     "SPLIT": _split, "REGEXP_SPLIT_TO_ARRAY": _regexp_split, "SPLIT_TO_MAP": _split_to_map,
     "RANDOM": lambda e: F.rand(),
     "TO_JSON_STRING": _to_json_string,

@@ -44,7 +44,7 @@ TRANSLATED = {
     "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
     "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
-    "JSON_RECORDS": (1, 1), "JSON_ITEMS": (1, 1), "JSON_ARRAY_CONTAINS": (2, 2),
+    "JSON_RECORDS": (1, 1), "JSON_ITEMS": (1, 1), "JSON_ARRAY_CONTAINS": (2, 2), "JSON_CONCAT": (1, 1 << 30),
 }
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
@@ -164,6 +164,7 @@ RESULT_TYPES = {
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
     "SPLIT": "array<string>", "REGEXP_SPLIT_TO_ARRAY": "array<string>", "SPLIT_TO_MAP": "map<string,string>",
     "JSON_RECORDS": "map<string,string>", "JSON_ITEMS": "array<string>", "JSON_ARRAY_CONTAINS": "boolean",
+    "JSON_CONCAT": "string",
     "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
     **dict.fromkeys(("TO_JSON_STRING", "URL_ENCODE_PARAM", "URL_DECODE_PARAM", "URL_EXTRACT_FRAGMENT", "URL_EXTRACT_HOST",
                      "URL_EXTRACT_PARAMETER", "URL_EXTRACT_PATH", "URL_EXTRACT_PROTOCOL", "URL_EXTRACT_QUERY"), "string"),
