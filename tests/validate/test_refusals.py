@@ -441,6 +441,8 @@ REFUSED = [
     ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
      "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
      "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ("ksqlDB: COALESCE of nothing", "CREATE STREAM J AS SELECT ID, COALESCE() AS C FROM L;", "expression-type",
+     "Function 'COALESCE' does not accept parameters ()."),
     ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",
      "duplicate-name", "Cannot register custom type 'ADDRESS' since it is already registered with type: "
      "STRUCT<`STREET` STRING>"),

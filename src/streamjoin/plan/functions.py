@@ -46,6 +46,8 @@ TRANSLATED = {
     "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
     "JSON_RECORDS": (1, 1), "JSON_ITEMS": (1, 1), "JSON_ARRAY_CONTAINS": (2, 2), "JSON_CONCAT": (1, 1 << 30),
 }
+# argument counts of mapped functions that Spark would only refuse when the query starts (fewest, most)
+ARITY = {"COALESCE": (1, 1 << 30), "IFNULL": (2, 2), "NVL": (2, 2), "NULLIF": (2, 2)}
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
 # count is truncated to whole milliseconds, as ``TimeUnit.toMillis`` does
@@ -264,9 +266,9 @@ def is_function(name: str, ksql_inputs: bool = False) -> bool:
 
 
 def arity_problem(call) -> str | None:
-    """What is wrong with the number of arguments of a call of a translated function, in ksqlDB's words (its
-    types as ksqlDB names them), or None."""
-    fewest, most = TRANSLATED.get(call.name, (0, 1 << 30))
+    """What is wrong with the number of arguments of a call of a translated function (or one of ``ARITY``), in
+    ksqlDB's words (its types as ksqlDB names them), or None."""
+    fewest, most = TRANSLATED.get(call.name) or ARITY.get(call.name, (0, 1 << 30))
     unit_missing = call.name in UNIT_ARGUMENT and not (call.args and isinstance(call.args[0], ast.TimeUnit))
     if fewest <= len(call.args) <= most and not unit_missing:
         return None
