@@ -14,7 +14,8 @@ CREATE STREAM L (ID INT KEY, V STRING) WITH (kafka_topic='left', value_format='J
 CREATE STREAM R (ID INT KEY, W STRING) WITH (kafka_topic='right', value_format='JSON');
 """
 JOIN = "CREATE STREAM J AS SELECT L.ID AS ID, V, W FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.ID;"
-COPY = "INSERT INTO copied SELECT * FROM L;"
+COPY = ("CREATE STREAM copied (ID INT KEY, V STRING) WITH (kafka_topic='copied', value_format='JSON');\n"
+        "INSERT INTO copied SELECT * FROM L;")
 INPUTS = [{"topic": "left", "key": i, "value": {"V": f"v{i}"}, "timestamp": 10 * i} for i in range(4)] + [
     {"topic": "right", "key": i, "value": {"W": f"w{i}"}, "timestamp": 10 * i + 5} for i in range(4)]
 

@@ -318,7 +318,7 @@ REFUSED = [
     ("ksqlDB: an n-way join's key not selected (an input join keyed otherwise)",
      "CREATE STREAM J AS SELECT L.V AS LV FROM L JOIN T ON L.X = T.ID JOIN U ON L.ID = U.ID;", "key-not-projected",
      "must include the join expressions L.ID or U.ID in its projection"),
-    ("ksqlDB: a synthetic join key not selected", "INSERT INTO J SELECT L.V AS LV FROM L JOIN R WITHIN 1 HOUR "
+    ("ksqlDB: a synthetic join key not selected", "CREATE STREAM J AS SELECT L.V AS LV FROM L JOIN R WITHIN 1 HOUR "
      "ON ABS(L.ID) = ABS(R.ID);", "key-not-projected", "must include the join expression ROWKEY in its projection (eg, "
      "SELECT ROWKEY...).\nROWKEY was added as a synthetic key column because the join criteria did not match any "
      "source column."),
@@ -441,6 +441,9 @@ REFUSED = [
     ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
      "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
      "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ("ksqlDB: INSERT INTO a stream never declared", "INSERT INTO NOWHERE SELECT ID, V FROM L;", "unknown-source",
+     "Source `NOWHERE` does not exist."),
+    ("ksqlDB: DROP of a stream never declared", "DROP STREAM NOWHERE;", "unknown-source", "Stream NOWHERE does not exist"),
     ("ksqlDB: COALESCE of nothing", "CREATE STREAM J AS SELECT ID, COALESCE() AS C FROM L;", "expression-type",
      "Function 'COALESCE' does not accept parameters ()."),
     ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",

@@ -182,8 +182,9 @@ class StatementPlanner:
             if info is not None and info.read_only and stmt.delete_topic:
                 raise StatementError(f"Cannot delete topic for read-only source: {info.name}", rule="read-only-source",
                                      pos=stmt.pos)
-            if not self.catalog.drop(stmt.name) and not stmt.if_exists:
-                raise StatementError(f"unknown stream or table {stmt.name.text}", rule="unknown-source", pos=stmt.name.pos)
+            if not self.catalog.drop(stmt.name) and not stmt.if_exists:  # in ksqlDB's words
+                raise StatementError(f"{stmt.kind.capitalize()} {display_name(stmt.name, 'ksql')} does not exist",
+                                     rule="unknown-source", pos=stmt.name.pos)
             return PlannedStatement(item, dropped=info.name if info else None)
         if isinstance(stmt, ast.QueryStatement):  # a transient query: its rows are shown, never stored
             self._query_count += 1
@@ -278,6 +279,11 @@ class StatementPlanner:
             plan = _renamed(plan, columns, name)
         if create and existing is not None:
             raise StatementError(f"{existing.name} already exists", rule="duplicate-name", pos=name.pos)
+        if (not create and not transient and existing is None and style == "ksql" and declared_by(plan, "ksql")
+                and select.result_kind is None):
+            # ksqlDB's INSERT INTO writes only into a declared stream (Lenses' and SQLstream's may create the topic)
+            raise StatementError(f"Source `{display_name(name, 'ksql')}` does not exist.", rule="unknown-source",
+                                 pos=name.pos)
         result_kind = kind or plan.kind
         # ksqlDB moves a projected key column out of the value; Flink, and SQLstream/Lenses `SELECT STREAM`
         # (whose streams have no record key of their own), keep every projected column in the value.
