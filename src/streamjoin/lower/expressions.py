@@ -630,6 +630,14 @@ def _as_map(e: ast.Call, keys: Column, values: Column) -> Column:
     return F.map_from_arrays(distinct, last)
 
 
+def _map_union(e: ast.Call, first: Column, second: Column) -> Column:
+    """ksqlDB's MAP_UNION: both maps' entries, the second's value where both have a key; NULL when both are."""
+    keys = F.array_distinct(F.concat(F.map_keys(first), F.map_keys(second)))
+    values = F.transform(keys, lambda k: F.when(F.array_contains(F.map_keys(second), k), F.element_at(second, k))
+                         .otherwise(F.element_at(first, k)))
+    return F.when(first.isNull(), second).when(second.isNull(), first).otherwise(F.map_from_arrays(keys, values))
+
+
 def _entries(e: ast.Call, entries: Column, sort: Column) -> Column:
     """ksqlDB's ENTRIES: a MAP's entries as STRUCT<K, V>, by key when ``sort`` holds."""
     pairs = F.transform(F.map_entries(entries), lambda p: F.struct(p["key"].alias("K"), p["value"].alias("V")))
@@ -645,7 +653,7 @@ def _field(e: ast.Call, text: Column, *among: Column) -> Column:
 
 _TRANSLATIONS = {
     "FIELD": _field,
-    "GENERATE_SERIES": _generate_series, "AS_MAP": _as_map, "ENTRIES": _entries,
+    "GENERATE_SERIES": _generate_series, "AS_MAP": _as_map, "ENTRIES": _entries, "MAP_UNION": _map_union,
     "TO_BYTES": _to_bytes, "FROM_BYTES": _from_bytes, "INT_FROM_BYTES": _int_from_bytes(4),
     "BIGINT_FROM_BYTES": _int_from_bytes(8), "DOUBLE_FROM_BYTES": _double_from_bytes,
     "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_instant(e, ms), zone), fmt),

@@ -45,6 +45,7 @@ TRANSLATED = {
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
     "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
     "JSON_RECORDS": (1, 1), "JSON_ITEMS": (1, 1), "JSON_ARRAY_CONTAINS": (2, 2), "JSON_CONCAT": (1, 1 << 30),
+    "MAP_UNION": (2, 2),
 }
 # argument counts of mapped functions that Spark would only refuse when the query starts (fewest, most)
 ARITY = {"COALESCE": (1, 1 << 30), "IFNULL": (2, 2), "NVL": (2, 2), "NULLIF": (2, 2)}
@@ -175,7 +176,7 @@ RESULT_TYPES = {
 }
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
-                              "LEAST", "ARRAY_CONCAT", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT", "ARRAY_UNION",
+                              "LEAST", "ARRAY_CONCAT", "MAP_UNION", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT", "ARRAY_UNION",
                               "ARRAY_REMOVE", "ARRAY_SORT"})
 
 
