@@ -444,6 +444,8 @@ REFUSED = [
     ("ksqlDB: INSERT INTO a stream never declared", "INSERT INTO NOWHERE SELECT ID, V FROM L;", "unknown-source",
      "Source `NOWHERE` does not exist."),
     ("ksqlDB: DROP of a stream never declared", "DROP STREAM NOWHERE;", "unknown-source", "Stream NOWHERE does not exist"),
+    ("ksqlDB: a STRUCT constructed with a field twice", "CREATE STREAM J AS SELECT ID, STRUCT(a := V, A := V) AS S "
+     "FROM L;", "expression-type", "Duplicate field names found in STRUCT"),
     ("ksqlDB: COALESCE of nothing", "CREATE STREAM J AS SELECT ID, COALESCE() AS C FROM L;", "expression-type",
      "Function 'COALESCE' does not accept parameters ()."),
     ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",

@@ -474,6 +474,10 @@ def check_delimiter(props: dict, pos) -> None:
                          "Example valid value: ';'", rule="value-delimiter", pos=pos)
 
 
+# ksqlDB's refusal of a MAP value column whose keys are no strings, per value format
+_MAP_KEY_REFUSALS = {"JSON": "JSON only supports MAP types with STRING keys",
+                     "AVRO": "Avro only supports MAPs with STRING keys",
+                     "PROTOBUF": "PROTOBUF format only supports MAP types with STRING keys"}
 # the WRAP_SINGLE_VALUE settings a ksqlDB value format takes (its ``supportedFeatures``: WRAP_SINGLES is 'true',
 # UNWRAP_SINGLES 'false'); the others take both
 _WRAPPING = {"DELIMITED": ("false",), "KAFKA": ("false",), "PROTOBUF": ("true",)}
@@ -482,7 +486,7 @@ _WRAPPING = {"DELIMITED": ("false",), "KAFKA": ("false",), "PROTOBUF": ("true",)
 def check_value_columns(value_format: str, columns: list[tuple[str, str]], name: str, pos, ksql: bool = False,
                         properties: Optional[dict] = None) -> None:
     """Refuse value columns the format cannot hold (a PROTOBUF array of arrays; KAFKA: more than one column,
-    or one that is not a primitive; DELIMITED: a nested type; ``ksql``, ksqlDB's JSON and AVRO: a MAP whose
+    or one that is not a primitive; DELIMITED: a nested type; ``ksql``, ksqlDB's JSON, AVRO and PROTOBUF: a MAP whose
     keys are no strings; ksqlDB's WRAP_SINGLE_VALUE, said of several value columns), in ksqlDB's words."""
     wrapped = str((properties or {}).get("wrap_single_value", "")).lower()
     if ksql and wrapped in ("true", "false") and wrapped not in _WRAPPING.get(value_format, ("true", "false")):
@@ -491,9 +495,8 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
     if ksql and "wrap_single_value" in (properties or {}) and len(columns) > 1:
         raise StatementError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas", rule="value-format",
                              pos=pos)
-    if ksql and value_format in ("JSON", "AVRO") and any(_map_key_not_string(t) for _, t in columns):
-        raise StatementError("JSON only supports MAP types with STRING keys" if value_format == "JSON"
-                             else "Avro only supports MAPs with STRING keys", rule="value-format", pos=pos)
+    if ksql and value_format in _MAP_KEY_REFUSALS and any(_map_key_not_string(t) for _, t in columns):
+        raise StatementError(_MAP_KEY_REFUSALS[value_format], rule="value-format", pos=pos)
     if value_format == "KAFKA":
         from ..connectors.formats import KAFKA_VALUE_TYPES
         from .types import ksql_type_name

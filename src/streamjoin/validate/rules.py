@@ -170,6 +170,9 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
         return _constructor_problem(e)
     if isinstance(e, ast.Cast):
         return _cast_problem(e)
+    if isinstance(e, ast.StructLiteral):
+        names = [name.text if name.quoted else name.text.upper() for name, _ in e.fields]
+        return "Duplicate field names found in STRUCT" if len(set(names)) < len(names) else None
     if not isinstance(e, ast.BinaryOp) or (e.op not in _COMPARISONS and e.op not in ("+", "-", "*", "/", "%")):
         return None
     if e.op in _COMPARISONS and any(isinstance(side, ast.Literal) and side.kind == "null" for side in (e.left, e.right)):
