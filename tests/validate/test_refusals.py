@@ -446,6 +446,9 @@ REFUSED = [
     ("ksqlDB: DROP of a stream never declared", "DROP STREAM NOWHERE;", "unknown-source", "Stream NOWHERE does not exist"),
     ("ksqlDB: a STRUCT constructed with a field twice", "CREATE STREAM J AS SELECT ID, STRUCT(a := V, A := V) AS S "
      "FROM L;", "expression-type", "Duplicate field names found in STRUCT"),
+    ("ksqlDB: a schema full name of a JSON value", "CREATE STREAM FJ (ID INT KEY, A INT) WITH (kafka_topic='fj', "
+     "value_format='JSON', value_avro_schema_full_name='io.x.Rec');", "value-format",
+     "JSON does not support the following configs: [fullSchemaName]"),
     ("ksqlDB: COALESCE of nothing", "CREATE STREAM J AS SELECT ID, COALESCE() AS C FROM L;", "expression-type",
      "Function 'COALESCE' does not accept parameters ()."),
     ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",

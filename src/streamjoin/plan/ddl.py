@@ -53,7 +53,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     native = stmt.dialect == "sqlstream"
     props = properties_dict(stmt.properties)
     if stmt.dialect == "ksql":
-        check_delimiter(props, stmt.pos)
+        check_format_properties(props, stmt.pos)
         check_ksql_formats(props, stmt.pos)
         if not any(k in props for k in ("value_format", "format")):  # ksqlDB names no default of its own
             if default_value_format is None:
@@ -457,12 +457,20 @@ def value_format_of(props: dict, pos, default: str = "JSON") -> str:
     return fmt
 
 
-def check_delimiter(props: dict, pos) -> None:
-    """ksqlDB's ``VALUE_DELIMITER``: one character, or ``TAB`` or ``SPACE`` (``Delimiter.parse``), of a DELIMITED
-    value; else refused in its words."""
+def check_format_properties(props: dict, pos) -> None:
+    """ksqlDB's value format properties: ``VALUE_DELIMITER`` only of a DELIMITED value, one character, or ``TAB`` or
+    ``SPACE`` (``Delimiter.parse``); a schema's full name (``VALUE_AVRO_SCHEMA_FULL_NAME``,
+    ``VALUE_SCHEMA_FULL_NAME``) only of a value format with a schema, and not blank; else refused in its words."""
+    declared = str(props.get("value_format") or props.get("format") or "").upper()
+    full_name = props.get("value_avro_schema_full_name", props.get("value_schema_full_name"))
+    if full_name is not None and declared in ("JSON", "DELIMITED", "KAFKA", "NONE"):
+        raise StatementError(f"{declared} does not support the following configs: [fullSchemaName]",
+                             rule="value-format", pos=pos)
+    if full_name is not None and not str(full_name).strip():
+        raise StatementError("fullSchemaName cannot be empty. Format configuration: {fullSchemaName=}",
+                             rule="value-format", pos=pos)
     given = props.get("value_delimiter")
-    declared = str(props.get("value_format") or props.get("format") or "DELIMITED").upper()
-    if given is not None and declared != "DELIMITED":  # the delimiter is a DELIMITED value's only format property
+    if given is not None and declared not in ("DELIMITED", ""):
         raise StatementError(f"{declared} does not support the following configs: [delimiter]", rule="value-delimiter",
                              pos=pos)
     if given is None or len(str(given)) == 1 and str(given).strip() or str(given) in ("TAB", "SPACE"):

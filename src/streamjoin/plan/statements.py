@@ -13,8 +13,8 @@ from ..validate.rules import validate
 from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
-    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_delimiter, check_key_columns, check_ksql_formats, check_ksql_key_format, check_timestamp_column,
-    check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
+    LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_format_properties, check_key_columns, check_ksql_formats,
+    check_ksql_key_format, check_timestamp_column, check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
@@ -294,7 +294,7 @@ class StatementPlanner:
                 _check_ksql_insert(existing, plan, select.pos)
         else:
             if style == "ksql":
-                check_delimiter(props, name.pos)
+                check_format_properties(props, name.pos)
                 check_ksql_formats(props, name.pos)
                 if "key_format" in props and str(props["key_format"]).upper() != "NONE" and _keyed_by_null(plan):
                     raise StatementError("Key format specified for stream without key columns.", rule="key-format",
