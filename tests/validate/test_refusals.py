@@ -449,6 +449,10 @@ REFUSED = [
     ("ksqlDB: a schema full name of a JSON value", "CREATE STREAM FJ (ID INT KEY, A INT) WITH (kafka_topic='fj', "
      "value_format='JSON', value_avro_schema_full_name='io.x.Rec');", "value-format",
      "JSON does not support the following configs: [fullSchemaName]"),
+    ("ksqlDB: EXPLODE of a MAP", "CREATE STREAM MX (ID INT KEY, M MAP<STRING, INT>) WITH (kafka_topic='mx', "
+     "value_format='JSON'); CREATE STREAM J AS SELECT ID, EXPLODE(M) AS E FROM MX;", "expression-type",
+     "Function 'explode' does not accept parameters (MAP<STRING, INTEGER>).\nValid alternatives are:\n"
+     "explode(ARRAY<DECIMAL> input)\nexplode(ARRAY<T> list)"),
     ("ksqlDB: COALESCE of nothing", "CREATE STREAM J AS SELECT ID, COALESCE() AS C FROM L;", "expression-type",
      "Function 'COALESCE' does not accept parameters ()."),
     ("ksqlDB: a type named twice", "CREATE TYPE ADDRESS AS STRUCT<street STRING>; CREATE TYPE ADDRESS AS STRING;",

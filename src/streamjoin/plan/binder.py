@@ -29,6 +29,7 @@ from .nodes import (
 )
 from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
 from .subqueries import subqueries_as_joins
+from .types import ksql_type_name
 
 
 def _qualified_rowtimes(select: ast.Select) -> frozenset:
@@ -577,6 +578,19 @@ def _check_ksql_literals(select: ast.Select) -> None:
                 raise StatementError(f"Number overflows DOUBLE: {sign}{e.value}", rule="numeric-literal", pos=e.pos)
 
 
+_TABLE_FUNCTION_SIGNATURES = {"EXPLODE": ("explode(ARRAY<DECIMAL> input)", "explode(ARRAY<T> list)"),
+                               "CUBE_EXPLODE": ("cube_explode(ARRAY<T> columns)",)}  # as ksqlDB lists them
+
+
+def _column_type(node: PlanNode, e: ast.Expr) -> str:
+    """The type of ``e`` when it is a column of ``node`` named once; "" otherwise."""
+    if not isinstance(e, ast.Column):
+        return ""
+    found = [f.type for f in node.fields if not f.hidden and f.name.casefold() == e.name.text.casefold()
+             and (e.qualifier is None or f.qualifier.casefold() == e.qualifier.text.casefold())]
+    return found[0] if len(found) == 1 else ""
+
+
 def _check_ksql_expressions(select: ast.Select, input_: PlanNode) -> None:
     """ksqlDB's refusals of expressions it cannot run: a table function (EXPLODE) over a table or beside an
     aggregation, and a CASE whose every branch is NULL (it has no type)."""
@@ -588,6 +602,13 @@ def _check_ksql_expressions(select: ast.Select, input_: PlanNode) -> None:
     if generators and (select.group_by or any(ex.is_aggregate(e) for e in items)):
         raise StatementError("Table functions cannot be used with aggregations.", rule="table-function",
                              pos=generators[0].pos)
+    for call in generators:  # a column that is no ARRAY, as ksqlDB's function lookup refuses it
+        types = [_column_type(input_, a) for a in call.args]
+        if call.args and all(types) and not types[0].startswith("array<"):
+            shown = ", ".join(ksql_type_name(t) for t in types)
+            raise StatementError(f"Function '{call.name.lower()}' does not accept parameters ({shown}).\nValid "
+                                 f"alternatives are:\n" + "\n".join(_TABLE_FUNCTION_SIGNATURES[call.name]),
+                                 rule="expression-type", pos=call.pos)
     for clause in filter(None, items + [select.where, select.having]):
         for case in ex.walk(clause):
             results = [then for _, then in case.whens] + [case.else_] if isinstance(case, ast.Case) else []
