@@ -12,7 +12,7 @@ from streamjoin.sql import SqlSyntaxError, parse_expression, parse_script, parse
 from streamjoin.sql.ast import (
     ArrayLiteral, Between, MapLiteral, StructLiteral, BinaryOp, Call, Case, Cast, Column, ColumnDef, CreateAsSelect, CreateSource,
     CreateTemporalTableFunction, CreateView, Describe, Drop, Explain, FrameBound, Ident, InList, InsertInto,
-    Interval, IsNull, Join, Lateral, LateralTable, Like, Literal, Pos, Property, QueryStatement, Relation,
+    Interval, IsNull, Join, Lambda, Lateral, LateralTable, Like, Literal, Pos, Property, QueryStatement, Relation,
     Select, SelectItem, SetProperty, Star, Subscript, TimeUnit, TypeName, UnaryOp, Watermark, Within,
     WindowSpec,
 )
@@ -249,6 +249,8 @@ STATEMENTS = [
 
 # (expression text, expected tree or predicate on it)
 EXPRESSIONS = [
+    ("TRANSFORM(a, (x) => x + 1)", Call("TRANSFORM", (col("a"), Lambda(("X",), BinaryOp("+", col("x"), lit(1)))))),
+    ("CONCAT((a), (b))", Call("CONCAT", (col("a"), col("b")))),
     ("a + b * c", BinaryOp("+", col("a"), BinaryOp("*", col("b"), col("c")))),
     ("(a + b) * c % 2", BinaryOp("%", BinaryOp("*", BinaryOp("+", col("a"), col("b")), col("c")), lit(2))),
     ("a - b - c", BinaryOp("-", BinaryOp("-", col("a"), col("b")), col("c"))),
@@ -332,6 +334,8 @@ ERRORS = [
     ("SELECT f(a := 1) FROM t", 0, 1, 8, "f(a := 1)", "STRUCT(name := value, ...)"),
     ("SELECT STRUCT(a := 1, 2) FROM t", 0, 1, 8, "STRUCT(a := 1, 2)", "MAP(key := value, ...)"),
     ("SELECT STRUCT(q.a := 1) FROM t", 0, 1, 8, "STRUCT(q.a := 1)", "identifier"),
+    ("SELECT a FROM t PARTITION BY ()", 0, 1, 17, "()", "expression"),
+    ("SELECT TRANSFORM(a, (t.x) => 1) FROM t", 0, 1, 22, "=>", "identifier"),
 ]
 
 

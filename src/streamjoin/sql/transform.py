@@ -458,6 +458,9 @@ class AstBuilder(Transformer):
     def partition_clause(self, meta, exprs):
         return "partition_by", exprs
 
+    def empty_partition_clause(self, meta):
+        raise InvalidSyntax("PARTITION BY requires at least one expression", self._pos(meta), "()", ("expression",))
+
     def emit_clause(self, meta, emit, kind):
         return "emit", kind.upper()
 
