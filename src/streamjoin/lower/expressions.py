@@ -437,10 +437,10 @@ def _json_concat(e: ast.Call, *texts: Column) -> Column:
     raws = [F.from_json(t, "map<string,string>") for t in texts]
 
     def field(k: Column) -> Column:  # the last object's field named k, as "k":value
-        last = F.when(F.lit(False), F.lit(None))
+        last = F.lit(None)
         for raw, values in zip(raws, objects):
-            last = F.when(F.array_contains(F.map_keys(values), k), _json_text(F.element_at(raw, k), F.element_at(values, k))
-                          ).otherwise(last)
+            last = F.when(F.array_contains(F.map_keys(values), k),
+                          _json_text(F.element_at(raw, k), F.element_at(values, k))).otherwise(last)
         return F.concat(F.regexp_extract(F.to_json(F.array(k)), r"^\[(.*)\]$", 1), F.lit(":"), last)  # "k" quoted
 
     as_object = F.concat(F.lit("{"), F.array_join(F.transform(keys, field), ","), F.lit("}"))

@@ -176,8 +176,8 @@ RESULT_TYPES = {
 }
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
-                              "LEAST", "ARRAY_CONCAT", "MAP_UNION", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT", "ARRAY_UNION",
-                              "ARRAY_REMOVE", "ARRAY_SORT"})
+                              "LEAST", "ARRAY_CONCAT", "MAP_UNION", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT",
+                              "ARRAY_UNION", "ARRAY_REMOVE", "ARRAY_SORT"})
 
 
 def call_type(name: str, argument_types: list[str]) -> str:

@@ -14,7 +14,8 @@ from .binder import Binder
 from .catalog import Catalog, ColumnInfo, ServerInfo, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .ddl import (
     LENSES_KEY_FORMATS, LENSES_VALUE_FORMATS, check_format_properties, check_key_columns, check_ksql_formats,
-    check_ksql_key_format, check_timestamp_column, check_value_columns, key_format_of, lenses_format, partitions_of, properties_dict, source_from_ddl, value_format_of,
+    check_ksql_key_format, check_timestamp_column, check_value_columns, key_format_of, lenses_format, partitions_of,
+    properties_dict, source_from_ddl, value_format_of,
 )
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
