@@ -66,6 +66,7 @@ def test_parts_that_cannot_be_checked_are_counted():
     ("H ARRAY<STRUCT<KEY STRING, VALUE BYTES>> HEADERS, B BYTES HEADER('abc')",
      (("H", "ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>>", "HEADERS"), ("B", "BYTES", "HEADER('abc')"))),
     ("`quoted Name` MAP<STRING, BIGINT>", (("quoted Name", "MAP<STRING, BIGINT>", ""),)),
+    ("1r DECIMAL(33,16), T TIME", (("1R", "DECIMAL(33, 16)", ""), ("T", "TIME", ""))),  # a digit-led name
 ])
 def test_schema_text(text, expected):
     assert parse_schema(text) == expected
@@ -73,7 +74,7 @@ def test_schema_text(text, expected):
 
 @pytest.mark.parametrize("spark,ksql", [
     ("int", "INTEGER"), ("bigint", "BIGINT"), ("double", "DOUBLE"), ("binary", "BYTES"), ("decimal(10,2)", "DECIMAL(10, 2)"),
-    ("map<string,array<int>>", "MAP<STRING, ARRAY<INTEGER>>"), ("struct<`a b`:timestamp>", "STRUCT<`a b` TIMESTAMP>"),
+    ("map<string,array<int>>", "MAP<STRING, ARRAY<INTEGER>>"), ("struct<`a b`:timestamp>", "STRUCT<`a b` TIMESTAMP>"), ("time(3)", "TIME"),
 ])
 def test_spark_types_in_ksql_names(spark, ksql):
     assert ksql_type(spark) == ksql

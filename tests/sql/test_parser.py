@@ -272,6 +272,7 @@ EXPRESSIONS = [
     ("'it''s'", lit("it's")),
     ("1.5", Literal("1.5", "decimal")),
     ("2e3", Literal("2e3", "decimal")),
+    ("2E3x + 1R", BinaryOp("+", col("2E3x"), col("1R"))),  # ksqlDB's digit-led identifiers
     ("TRUE AND false OR NULL", BinaryOp("OR", BinaryOp("AND", lit(True), lit(False)), lit(None))),
     ("INTERVAL '100' MILLISECONDS", Interval(100)),
     ("INTERVAL '1.5' SECOND", Interval(1500)),

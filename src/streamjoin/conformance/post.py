@@ -20,7 +20,7 @@ _TYPE_NAMES = {
     "REAL": "DOUBLE", "STRING": "STRING", "VARCHAR": "STRING", "BOOLEAN": "BOOLEAN", "BINARY": "BYTES", "BYTES": "BYTES",
     "TIMESTAMP": "TIMESTAMP", "DATE": "DATE", "TIME": "TIME", "SMALLINT": "INTEGER", "TINYINT": "INTEGER",
 }
-_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'|\d*[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
 UNCHECKED_PARTS = ("keyFeatures", "valueFeatures", "isSource")
 
 

@@ -3,7 +3,7 @@
 The message type is derived from the columns, as ksqlDB derives it: one proto3 field per column, numbered
 from 1 in declared order; a STRUCT is a nested message, an ARRAY a repeated field, a MAP a map field, a
 DECIMAL ``confluent.type.Decimal`` (unscaled big-endian bytes, precision, scale), a TIMESTAMP
-``google.protobuf.Timestamp``, a DATE ``google.type.Date``. Proto3 scalars have no null: a null column is
+``google.protobuf.Timestamp``, a DATE ``google.type.Date``, a TIME ``google.type.TimeOfDay``. Proto3 scalars have no null: a null column is
 written as its type's default and reads back as it (``0``, ``""``, ``false``), as in ksqlDB; a null STRUCT
 (a message field) stays null. Values are written without the registry's framing; a value that carries it
 (a zero magic byte, a 4-byte schema id and the message indexes, as Confluent's serializer writes) is read
@@ -31,7 +31,7 @@ _SCALARS = {  # Spark DDL type -> FieldDescriptorProto type name
     "bigint": "TYPE_INT64", "string": "TYPE_STRING", "boolean": "TYPE_BOOL", "double": "TYPE_DOUBLE",
     "float": "TYPE_FLOAT", "binary": "TYPE_BYTES",
 }
-_WELL_KNOWN = {"timestamp": ".google.protobuf.Timestamp", "date": ".google.type.Date"}
+_WELL_KNOWN = {"timestamp": ".google.protobuf.Timestamp", "date": ".google.type.Date", "time(3)": ".google.type.TimeOfDay"}
 DECIMAL = ".confluent.type.Decimal"
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -50,7 +50,7 @@ def _camel(name: str) -> str:
 
 
 def _support_files():
-    """The descriptors every derived message may use: Timestamp, Date and Confluent's Decimal."""
+    """The descriptors every derived message may use: Timestamp, Date, TimeOfDay and Confluent's Decimal."""
     from google.protobuf import descriptor_pb2, timestamp_pb2
 
     timestamp = descriptor_pb2.FileDescriptorProto()
@@ -58,14 +58,18 @@ def _support_files():
     date = descriptor_pb2.FileDescriptorProto(name="google/type/date.proto", package="google.type", syntax="proto3")
     decimal = descriptor_pb2.FileDescriptorProto(name="confluent/type/decimal.proto", package="confluent.type",
                                                  syntax="proto3")
+    time_of_day = descriptor_pb2.FileDescriptorProto(name="google/type/timeofday.proto", package="google.type",
+                                                     syntax="proto3")
     for file, message, fields in ((date, "Date", [("year", "TYPE_INT32"), ("month", "TYPE_INT32"), ("day", "TYPE_INT32")]),
+                                  (time_of_day, "TimeOfDay", [("hours", "TYPE_INT32"), ("minutes", "TYPE_INT32"),
+                                                              ("seconds", "TYPE_INT32"), ("nanos", "TYPE_INT32")]),
                                   (decimal, "Decimal", [("value", "TYPE_BYTES"), ("precision", "TYPE_UINT32"),
                                                         ("scale", "TYPE_INT32")])):
         proto = file.message_type.add(name=message)
         for number, (name, kind) in enumerate(fields, 1):
             proto.field.add(name=name, number=number, type=getattr(descriptor_pb2.FieldDescriptorProto, kind),
                             label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
-    return [timestamp, date, decimal]
+    return [timestamp, date, time_of_day, decimal]
 
 
 def message_class(columns: list[tuple[str, str]]):
@@ -76,7 +80,7 @@ def message_class(columns: list[tuple[str, str]]):
     F = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="streamjoin_generated.proto", package=PACKAGE, syntax="proto3",
                                               dependency=["google/protobuf/timestamp.proto", "google/type/date.proto",
-                                                          "confluent/type/decimal.proto"])
+                                                          "google/type/timeofday.proto", "confluent/type/decimal.proto"])
     counter = [1]
 
     def add_fields(message, path: str, fields: list[tuple[str, str]]) -> None:
@@ -172,6 +176,8 @@ def _single(field, value):
         return EPOCH + dt.timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
     if name == "google.type.Date":
         return dt.date(value.year, value.month, value.day)
+    if name == "google.type.TimeOfDay":
+        return dt.time(value.hours, value.minutes, value.seconds, value.nanos // 1000)
     if name == "confluent.type.Decimal":
         return Decimal(int.from_bytes(value.value, "big", signed=True)).scaleb(-value.scale) if value.value else Decimal(0)
     return _python(value)
@@ -263,6 +269,14 @@ def _set_message(target, field, value) -> None:
         if isinstance(day, int):
             day = dt.date(1970, 1, 1) + dt.timedelta(days=day)
         target.year, target.month, target.day = day.year, day.month, day.day
+    elif name == "google.type.TimeOfDay":
+        if isinstance(value, str) and not value.strip().isdigit():
+            value = dt.time.fromisoformat(value)
+        if isinstance(value, dt.time):
+            value = ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
+        millis = int(value)  # since midnight
+        target.hours, target.minutes, target.seconds = millis // 3_600_000, millis // 60_000 % 60, millis // 1000 % 60
+        target.nanos = millis % 1000 * 1_000_000
     elif name == "confluent.type.Decimal":
         number = Decimal(str(value))
         sign, digits, exponent = number.as_tuple()

@@ -46,6 +46,7 @@ from ..connectors.late_records import ORIGIN
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
 from ..plan.nodes import OWN_ROWTIME, RECORD_POSITIONS, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
+from ..plan.types import DAY_MS, TIME
 from .expressions import compile_expr
 
 
@@ -206,7 +207,7 @@ def _value_parser(source) -> Column:
 
 
 COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
-TIMES = ("timestamp", "date")  # read by ksqlDB from numbers: epoch milliseconds, epoch days
+TIMES = ("timestamp", "date", TIME)  # read by ksqlDB from numbers: epoch milliseconds, epoch days, ms of the day
 REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
 
 
@@ -249,11 +250,15 @@ def _ksql_coerced(text: Column, columns) -> Column:
 
 
 def _ksql_time(text: Column, type_: str) -> Column:
-    """A TIMESTAMP or DATE field as ksqlDB reads one: a number of milliseconds (``JsonSerdeUtils.toTimestamp``) or
-    days (``toDate``) since 1970, as its serializers write them (``lower.sink``), or, as other readers take
-    them, the time's text; null when it is neither."""
+    """A TIMESTAMP, DATE or TIME field as ksqlDB reads one: a number of milliseconds (``JsonSerdeUtils.toTimestamp``)
+    or days (``toDate``) since 1970, or of milliseconds since midnight (``toTime``), as its serializers write them
+    (``lower.sink``), or, as other readers take them, the time's text; null when it is neither."""
     if type_ == "timestamp":
         return F.coalesce(F.timestamp_millis(text.try_cast("bigint")), F.to_timestamp(text, JSON_READ_OPTIONS["timestampFormat"]))
+    if type_ == TIME:
+        millis = text.try_cast("bigint")
+        return F.coalesce(F.when((millis >= 0) & (millis < DAY_MS), F.call_function("time_from_millis", millis).cast(TIME)),
+                          text.try_cast(TIME))
     return F.coalesce(F.date_from_unix_date(text.try_cast("int")), F.to_date(text, "yyyy-MM-dd"))
 
 

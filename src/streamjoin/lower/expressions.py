@@ -17,7 +17,7 @@ from ..plan import ksql_coercion
 from ..plan.expressions import INTEGRAL, children, field_name, static_type
 from ..plan.functions import FUNCTIONS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
 from ..plan.nodes import Ref
-from ..plan.types import spark_type
+from ..plan.types import DAY_MS, TIME, spark_type
 from ..sql import ast
 
 UNIT_MS = {
@@ -81,12 +81,10 @@ def compile_expr(e: ast.Expr) -> Column:
         c = _ksql_in(e) if e.ksql else compile_expr(e.operand).isin(*[compile_expr(i) for i in e.items])
         return ~c if e.negated else c
     if isinstance(e, ast.Like):
-        c = compile_expr(e.operand).like(e.pattern.value) if isinstance(e.pattern, ast.Literal) else None
-        if c is None:
-            raise StatementError("LIKE needs a string literal pattern", rule="like-pattern", pos=e.pos)
+        c = _like(e)
         return ~c if e.negated else c
     if isinstance(e, ast.Cast):
-        return compile_expr(e.operand).cast(spark_type(e.type))
+        return _cast(e)
     if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) and e.ksql and static_type(e):
         return _as_type(e, static_type(e))  # its elements in the type they fold into (``plan.ksql_coercion``)
     if isinstance(e, ast.ArrayLiteral):
@@ -106,6 +104,44 @@ def compile_expr(e: ast.Expr) -> Column:
         return _call(e)
     raise StatementError(f"unsupported expression {type(e).__name__}", rule="unsupported-expression",
                          pos=getattr(e, "pos", None))
+
+
+def _cast(e: ast.Cast) -> Column:
+    """A CAST as Spark makes it, but: a TIMESTAMP to TIME is its time of day (UTC), text to TIME NULL where the text
+    is no time, and (ksqlDB) a TIME to text is written to the second, without its seconds when they are zero, as
+    Java's ``LocalTime.toString`` writes it."""
+    value, target, source = compile_expr(e.operand), spark_type(e.type), static_type(e.operand)
+    if target == TIME and source == "timestamp":
+        return _time_of_day(F.unix_millis(value))
+    if target == TIME:
+        return value.try_cast(TIME)
+    if e.ksql and target == "string" and source == TIME:
+        second = _timestamp_seconds(F.floor(_spark("time_to_millis", value) / 1000))
+        return F.when(F.second(second) == 0, F.date_format(second, "HH:mm")).otherwise(F.date_format(second, "HH:mm:ss"))
+    return value.cast(target)
+
+
+def _time_of_day(millis: Column) -> Column:
+    """The TIME of a number of milliseconds since midnight, wrapped around the clock as Java's ``LocalTime`` wraps."""
+    return _spark("time_from_millis", F.pmod(millis, F.lit(DAY_MS))).cast(TIME)
+
+
+def _timestamp_seconds(seconds: Column) -> Column:
+    return _spark("timestamp_seconds", seconds)
+
+
+def _like(e: ast.Like) -> Column:
+    """``x LIKE pattern [ESCAPE 'c']``, the pattern any string expression. Spark's LIKE escapes with a backslash
+    unless told another character, and refuses an escape before anything but ``%``, ``_`` or itself; ksqlDB's has
+    no escape character unless ESCAPE names one, which then makes whatever follows it literal. A ksqlDB pattern is
+    brought to Spark's form first: a backslash doubled, or its escape dropped where Spark would refuse it."""
+    pattern = compile_expr(e.pattern)
+    if e.ksql and e.escape is None:
+        pattern = F.replace(pattern, F.lit("\\"), F.lit("\\\\"))
+    elif e.ksql:
+        c = "\\" + e.escape if not e.escape.isalnum() else e.escape
+        pattern = F.regexp_replace(pattern, f"(?s)({c}[%_{c}])|{c}(.)|{c}$", "$1$2")
+    return F.like(compile_expr(e.operand), pattern, None if e.escape is None else F.lit(e.escape))
 
 
 def _ksql_in(e: ast.InList) -> Column:
@@ -302,6 +338,18 @@ def _fails(e) -> Column:
 
 # ------------------------------------------------------------------ ksqlDB's functions, in Spark SQL's terms
 
+def _array_sum(array: Column, element_type: str) -> Column:
+    """The sum of an array's elements, NULL ones left out, in their own type; NULL for a NULL array."""
+    zero = F.lit(0).cast(element_type)
+    return F.aggregate(array, zero, lambda total, x: total + F.coalesce(x, zero))
+
+
+def _java_log(x: Column) -> Column:
+    """The natural logarithm as Java's ``Math.log`` takes it: -Infinity at 0, NaN below 0 (Spark's is NULL there)."""
+    x = x.cast("double")
+    return F.when(x > 0, F.log(x)).when(x == 0, F.lit(float("-inf"))).when(x.isNotNull(), F.lit(float("nan")))
+
+
 def _spark(name: str, *args) -> Column:
     return F.call_function(name, *args)
 
@@ -337,9 +385,12 @@ def _whole(number: Column, truncate: bool) -> Column:
 def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Column:
     """ksqlDB's ROUND (and TRUNC, toward zero): ties go toward positive infinity (Java's ``Math.round``:
     ROUND(-1.5) is -1, not -2); an integer, or a DOUBLE without places, becomes a BIGINT; a DOUBLE with places is
-    rounded as its shortest decimal text (``BigDecimal.valueOf``), and a DECIMAL keeps its type."""
+    rounded as its shortest decimal text (``BigDecimal.valueOf``); a DECIMAL is rounded in decimal arithmetic and
+    keeps its type with places, and becomes a whole DECIMAL(precision - scale, 0) without."""
     kind = static_type(e.args[0])
     truncate = e.name == "KSQL_TRUNC"
+    if kind.startswith("decimal") and (places is None or _integer_literal(e.args[1]) is not None):
+        return _ksql_round_decimal(value, kind, None if places is None else _integer_literal(e.args[1]), truncate)
     if kind in INTEGRAL and places is None:
         return value.cast("bigint")
     if kind in INTEGRAL:  # with places: the (DOUBLE, INT) signature
@@ -354,6 +405,20 @@ def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Col
     unit = F.lit(10 ** abs(digits or 0)).cast("decimal(38,0)")
     rounded = _whole(exact / unit, truncate) * unit if (digits or 0) < 0 else _whole(exact * unit, truncate) / unit
     return rounded.cast("double" if kind in ("double", "float") else kind)
+
+
+def _ksql_round_decimal(value: Column, kind: str, places: Optional[int], truncate: bool) -> Column:
+    """ROUND / TRUNC of a DECIMAL to ``places`` digits (None: to a whole DECIMAL(precision - scale, 0)), exactly:
+    Spark's ROUND goes half away from zero, so a negative tie is moved one unit back up."""
+    digits = places or 0
+    if truncate:
+        rounded = F.when(value >= 0, F.floor(value, digits)).otherwise(F.ceil(value, digits))
+    else:
+        rounded = F.round(value, digits)
+        half = F.lit(Decimal(1).scaleb(-digits) / 2)
+        rounded = F.when((value < 0) & (value - rounded == half), rounded + 2 * half).otherwise(rounded)
+    precision, scale = (int(p) for p in kind[len("decimal("):-1].split(","))
+    return rounded.cast(kind if places is not None else f"decimal({max(1, precision - scale)},0)")
 
 
 def _split(e: ast.Call, text: Column, delimiter: Column) -> Column:
@@ -484,7 +549,8 @@ def _json_array_contains(e: ast.Call, text: Column, value: Column) -> Column:
 
 
 def _shifted_time(e: ast.Call, _unit, count: Column, time: Column) -> Column:
-    """ksqlDB's TIMESTAMPADD / TIMESTAMPSUB (a TIMESTAMP shifted by a count of a unit, in whole milliseconds) and
+    """ksqlDB's TIMESTAMPADD / TIMESTAMPSUB (a TIMESTAMP shifted by a count of a unit, in whole milliseconds), TIMEADD /
+    TIMESUB (a TIME so, wrapped around midnight) and
     DATEADD / DATESUB (a DATE shifted so, then cut to its day toward 1970, as Java's ``TimeUnit.toDays``); null when
     any argument is."""
     count, per = count.cast("bigint"), TIME_UNIT_MS[e.args[0].unit]
@@ -493,6 +559,8 @@ def _shifted_time(e: ast.Call, _unit, count: Column, time: Column) -> Column:
         shift = -shift
     if e.name.startswith("TIMESTAMP"):
         return _spark("timestamp_millis", _spark("unix_millis", time.cast("timestamp")) + shift)
+    if e.name.startswith("TIME"):  # TIMEADD / TIMESUB: around the clock
+        return _time_of_day(_spark("time_to_millis", time) + shift)
     days = _toward_zero((_spark("unix_date", time).cast("bigint") * F.lit(86_400_000) + shift) / F.lit(86_400_000))
     return _spark("date_from_unix_date", days.cast("int"))
 
@@ -694,6 +762,13 @@ _TRANSLATIONS = {
     "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
     "KSQL_CONCAT": lambda e, *texts: F.concat_ws("", *[t.cast("string") for t in texts]),
     "KSQL_TRIM": lambda e, text: F.regexp_replace(text, "^[\\x00-\\x20]+|[\\x00-\\x20]+$", ""),
+    "KSQL_ARRAY_SUM": lambda e, array: _array_sum(array, static_type(e)),
+    "KSQL_LN": lambda e, x: _java_log(x),
+    "KSQL_LOG": lambda e, base, x=None: _java_log(base) if x is None else F.when(
+        base.isNotNull() & x.isNotNull(),
+        F.when((base <= 0) | (base == 1), F.lit(float("nan"))).otherwise(_java_log(x) / _java_log(base))),
+    "FORMAT_TIME": lambda e, time, fmt: _spark("date_format", _spark("timestamp_millis", _spark("time_to_millis", time)), fmt),
+    "PARSE_TIME": lambda e, text, fmt: _time_of_day(F.unix_millis(_spark("try_to_timestamp", text, fmt))),
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
         "array_join", array.cast("array<string>"),
         F.lit(",") if delimiter is None else F.coalesce(delimiter, F.lit("")), F.lit("null")),

@@ -5,7 +5,9 @@ from typing import Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BinaryType, DataType, DateType, LongType, MapType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType, BinaryType, DataType, DateType, LongType, MapType, StructField, StructType, TimestampType, TimeType,
+)
 
 from ..connectors.database import DELETE, ORDER
 from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
@@ -49,12 +51,14 @@ def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
 
 
 def as_numbers(column: Column, data_type: DataType) -> Optional[Column]:
-    """``column`` with every TIMESTAMP in it as epoch milliseconds and every DATE as epoch days; None when its type
-    holds neither."""
+    """``column`` with every TIMESTAMP in it as epoch milliseconds, every DATE as epoch days and every TIME as
+    milliseconds since midnight; None when its type holds none of them."""
     if isinstance(data_type, TimestampType):
         return F.unix_millis(column)
     if isinstance(data_type, DateType):
         return F.unix_date(column)
+    if isinstance(data_type, TimeType):
+        return F.call_function("time_to_millis", column)
     if isinstance(data_type, ArrayType) and as_numbers(column, data_type.elementType) is not None:
         return F.transform(column, lambda e: as_numbers(e, data_type.elementType))
     if isinstance(data_type, MapType) and as_numbers(column, data_type.valueType) is not None:

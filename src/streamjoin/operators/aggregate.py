@@ -41,12 +41,13 @@ from .keyed_inputs import BUCKET, bucketed, described_by, drop_records, integral
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
+COLLECTS = ("COLLECT_LIST", "COLLECT_SET")  # ksqlDB's: their parameter, when given, is how many values they keep
 
 
 @dataclass(frozen=True)
 class AggSpec:
     """One aggregate: its function, the column holding its argument (None for COUNT(*)), its output id, and a
-    constant parameter (TOPK's k)."""
+    constant parameter (TOPK's k; the most values COLLECT_LIST or COLLECT_SET keeps)."""
 
     fn: str
     arg: str | None
@@ -75,6 +76,10 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     """The accumulator after one more record (``value`` is the argument, None = SQL NULL). A set
     accumulator (COUNT(DISTINCT)) is grown in place: the caller hands over a copy of a stored one."""
     fn, distinct = spec.fn, spec.distinct
+    if fn in COLLECTS:  # ksqlDB's keep NULLs (CollectListUdaf adds whatever it is given), up to their limit
+        acc = acc or []
+        full = spec.param is not None and len(acc) >= spec.param
+        return acc if full or fn == "COLLECT_SET" and value in acc else acc + [value]
     if fn == "COUNT":
         if distinct:
             seen = acc if acc is not None else set()
@@ -93,10 +98,6 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
         return value if acc is None or value < acc else acc
     if fn == "MAX":
         return value if acc is None or value > acc else acc
-    if fn == "COLLECT_LIST":
-        return (acc or []) + [value]
-    if fn == "COLLECT_SET":
-        return acc if acc and value in acc else (acc or []) + [value]
     if fn == "LATEST_BY_OFFSET":
         return value
     if fn == "EARLIEST_BY_OFFSET":
@@ -211,7 +212,7 @@ def aggregate_specs(node: Aggregate) -> tuple[list, list[AggSpec]]:
         if call.args and not call.star:
             arg_id = f"__arg{i}"
             arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
-        param = call.args[1].value if call.name in TOP_K else None
+        param = call.args[1].value if call.name in TOP_K + COLLECTS and len(call.args) > 1 else None
         specs.append(AggSpec(call.name, arg_id, f.id, call.distinct, param))
     return arg_cols, specs
 

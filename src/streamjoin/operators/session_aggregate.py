@@ -213,10 +213,9 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return min(a, b)
     if fn == "MAX":
         return max(a, b)
-    if fn == "COLLECT_LIST":
-        return list(a) + list(b)
-    if fn == "COLLECT_SET":
-        return list(a) + [v for v in b if v not in a]
+    if fn in ("COLLECT_LIST", "COLLECT_SET"):  # ksqlDB's merge: the earlier session's values first, up to the limit
+        merged = list(a) + [v for v in b if fn == "COLLECT_LIST" or v not in a]
+        return merged if spec.param is None else merged[:max(spec.param, len(a))]
     if fn == "LATEST_BY_OFFSET":
         return b
     if fn in TOP_K:

@@ -445,17 +445,18 @@ def unpacked_table(blobs: list):
 
 
 def as_frame(table, columns: list[str]) -> "pd.DataFrame":
-    """A bucket's rows as one frame named ``columns``. An array value becomes a tuple and a struct value a
-    ``Row``, so that either can be a join or grouping key (compared and hashed); the worker writes a tuple back
-    as an array and a ``Row`` (a dict) as a struct. A timestamp becomes a naive UTC ``datetime64`` (the session
+    """A bucket's rows as one frame named ``columns``. An array value becomes a tuple and a struct or map value a
+    ``Row``, so that any can be a join or grouping key (compared and hashed); the worker writes a tuple back
+    as an array and a ``Row`` (a dict) as a struct or a map. A timestamp becomes a naive UTC ``datetime64`` (the session
     time zone is UTC, and the worker reads a naive one back in it): pandas keeps a zoned column as objects as
     soon as it leaves its frame (``to_numpy``, ``np.where``), and the operators' vectorised steps then ran
     several times slower on every query with a timestamp column."""
     import pyarrow as pa
 
-    frame = _naive_table(table).to_pandas().set_axis(columns, axis=1)
+    frame = _naive_table(table).to_pandas(maps_as_pydicts="lossy").set_axis(columns, axis=1)
     for name, field in zip(columns, table.schema):
-        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_struct(field.type):
+        kind = field.type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind):
             frame[name] = [hashable(v) for v in frame[name]]
     return frame
 

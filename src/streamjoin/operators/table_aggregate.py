@@ -7,7 +7,8 @@ update when the row stayed in its group. A group left with no rows stays, with t
 0), as Kafka Streams' table aggregation keeps it (ksqlDB, Lenses: its count.json "count table" writes 0; users
 write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist).
 Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM, AVG, MIN and MAX (the last three keep a multiset of
-values per group).
+values per group), HISTOGRAM, and ksqlDB's COLLECT_LIST (a list per group: a retraction takes out the last
+occurrence of its value, as ``CollectListUdaf.undo``).
 
 Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
 1. by the input's key — every change of a row becomes a *retract* event carrying the row's previous group
@@ -43,7 +44,7 @@ from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, drop_records, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
-UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM"}
+UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM", "COLLECT_LIST"}
 SIGN = "__sign"
 RETRACT, ADD = 0, 1
 
@@ -173,9 +174,10 @@ ROWS = "__rows"  # stage 2's state: per group its row count, and per aggregate i
 
 def accumulator_columns(specs: list[AggSpec]) -> list[str]:
     """... the count of its non-null values ``__n<i>``, their total ``__total<i>`` (SUM, AVG) and their multiset
-    ``__values<i>`` (a Counter: MIN, MAX, DISTINCT)."""
+    ``__values<i>`` (a Counter: MIN, MAX, DISTINCT; a list: COLLECT_LIST)."""
     return [ROWS] + [f"__{field}{i}" for i, s in enumerate(specs) for field in ("n", "total", "values")
-                     if field == "n" or field == "total" and s.fn in ("SUM", "AVG") or field == "values" and _multiset(s)]
+                     if field == "n" or field == "total" and s.fn in ("SUM", "AVG")
+                     or field == "values" and (_multiset(s) or s.fn == "COLLECT_LIST")]
 
 
 def _multiset(s: AggSpec) -> bool:
@@ -233,7 +235,10 @@ class _GroupFold:
             steps = np.where(present, numbers, 0)
             steps = np.where(self.sign < 0, -steps, steps)
             totals = running_totals(self._starts(f"__total{i}", steps.dtype), steps, self.segment)
-        bags, folded = self._multisets(i, s, values, present) if _multiset(s) else (None, None)
+        if _multiset(s):
+            bags, folded = self._multisets(i, s, values, present)
+        else:
+            bags, folded = self._lists(i, s, values) if s.fn == "COLLECT_LIST" else (None, None)
         if s.fn == "SUM":
             results = _objects(totals[emits], counts[emits] > 0)
         elif s.fn == "AVG":
@@ -267,6 +272,29 @@ class _GroupFold:
             if self.reset[j]:
                 bags[g] = Counter()
         return bags, pd.Series(results, dtype=object).to_numpy() if pick else None
+
+
+    def _lists(self, i: int, s: AggSpec, values: pd.Series):
+        """COLLECT_LIST's list per group, folded event by event, NULLs included: an add appends its value (while the
+        list is shorter than the limit, ``s.param``), a retract takes out the last occurrence of its value (none
+        when the limit left it out). (each group's list after the batch, the list at every emitted event)."""
+        lists = [list(items) if items is not None else [] for items in self.prior[f"__values{i}"]]
+        results = []
+        for j, g in enumerate(self.codes.tolist()):
+            value, items = _scalar(values.iat[j]), lists[g]
+            if self.sign[j] > 0 and (s.param is None or len(items) < s.param):
+                items.append(value)
+            elif self.sign[j] < 0:
+                at = next((k for k in range(len(items) - 1, -1, -1) if items[k] == value), None)
+                if at is not None:
+                    del items[at]
+            if self.emits[j]:
+                results.append(list(items))
+            if self.reset[j]:
+                lists[g] = []
+        folded = np.empty(len(results), dtype=object)
+        folded[:] = results
+        return lists, folded
 
 
 def _grouped_cumsum(values: np.ndarray, codes: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from .nodes import (
     declared_by, expr_text, naming_style, table_filter_operator, walk,
 )
 from .scope import ROWTIME_NAMES, Scope, UnknownColumn, new_id, synthetic_key
+from .settings import collect_limit
 from .subqueries import subqueries_as_joins
 from .types import ksql_type_name
 
@@ -391,6 +392,9 @@ class Binder:
             if window is not None and isinstance(e, Ref) and e.id in {c.id for c in window.columns}:
                 return e  # a window table's column: the aggregate's own
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
+                limit = collect_limit(self.catalog.properties, e.name) if ksql else None
+                if limit is not None and len(e.args) == 1:  # planned as the aggregate's parameter
+                    e = replace(e, args=(*e.args, ast.Literal(limit, "integer", pos=e.pos)))
                 for f, a in aggs:
                     if a == e:
                         return Ref(f.id, f.type, f.name)

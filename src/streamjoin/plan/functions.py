@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
+from .types import TIME
 
 # dialect function name -> Spark SQL function name
 FUNCTIONS = {
@@ -40,7 +41,8 @@ TRANSLATED = {
     "GEO_DISTANCE": (4, 5), "URL_ENCODE_PARAM": (1, 1), "URL_DECODE_PARAM": (1, 1), "URL_EXTRACT_FRAGMENT": (1, 1),
     "URL_EXTRACT_HOST": (1, 1), "URL_EXTRACT_PARAMETER": (2, 2), "URL_EXTRACT_PATH": (1, 1), "URL_EXTRACT_PORT": (1, 1),
     "URL_EXTRACT_PROTOCOL": (1, 1), "URL_EXTRACT_QUERY": (1, 1),
-    "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3),
+    "TIMESTAMPADD": (3, 3), "TIMESTAMPSUB": (3, 3), "DATEADD": (3, 3), "DATESUB": (3, 3), "TIMEADD": (3, 3),
+    "TIMESUB": (3, 3), "FORMAT_TIME": (2, 2), "PARSE_TIME": (2, 2),
     "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
     "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
@@ -52,7 +54,7 @@ ARITY = {"COALESCE": (1, 1 << 30), "IFNULL": (2, 2), "NVL": (2, 2), "NULLIF": (2
 # functions whose first argument is a bare time unit (``TIMESTAMPADD(MINUTES, 5, ts)``), and the units they take
 # (Java's TimeUnit, as ksqlDB names them: plural or singular) in milliseconds; a NANOSECOND's and a MICROSECOND's
 # count is truncated to whole milliseconds, as ``TimeUnit.toMillis`` does
-UNIT_ARGUMENT = frozenset({"TIMESTAMPADD", "TIMESTAMPSUB", "DATEADD", "DATESUB"})
+UNIT_ARGUMENT = frozenset({"TIMESTAMPADD", "TIMESTAMPSUB", "DATEADD", "DATESUB", "TIMEADD", "TIMESUB"})
 TIME_UNIT_MS = {"NANOSECOND": 1e-6, "MICROSECOND": 1e-3, "MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000,
                 "HOUR": 3_600_000, "DAY": 86_400_000}
 # a name whose ksqlDB meaning differs from Spark's and from the other dialects': in a query over inputs all
@@ -67,13 +69,22 @@ KSQL_VARIANTS = {
     "TRIM": "KSQL_TRIM",  # every character up to a space at both ends, as Java's String.trim (Spark's: spaces only)
     "STDDEV_SAMP": "KSQL_STDDEV_SAMP",  # an aggregate: ksqlDB's is the sample variance (no square root)
     "CONCAT": "KSQL_CONCAT",  # NULL arguments left out (Flink's and Spark's: NULL)
+    "LN": "KSQL_LN",  # Java's Math.log: -Infinity at 0, NaN below (Spark's and Flink's: NULL)
+    "LOG": "KSQL_LOG",  # LOG(x) is LN(x); LOG(base, x) NaN for a base <= 0 or 1
+}
+# ksqlDB's aggregates that are another aggregate of their argument, or of a value made from it (``ksql_variants``)
+KSQL_AGGREGATE_FORMS = {
+    "COUNT_DISTINCT": lambda call: replace(call, name="COUNT", distinct=True),  # exact here; ksqlDB's estimates
+    "SUM_LIST": lambda call: replace(call, name="SUM", args=(ast.Call("KSQL_ARRAY_SUM", call.args, pos=call.pos),)),
 }
 # ksqlDB's functions taking a lambda (``x => ...``), over an ARRAY's elements or a MAP's entries: TRANSFORM(a, x => ...),
 # TRANSFORM(m, (k, v) => new key, (k, v) => new value), FILTER(a, x => ...), FILTER(m, (k, v) => ...),
 # REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
 LAMBDA_FUNCTIONS = {"TRANSFORM": (2, 3), "FILTER": (2, 2), "REDUCE": (3, 3)}
 TRANSLATED.update(LAMBDA_FUNCTIONS)
-TRANSLATED.update({"KSQL_TRIM": (1, 1), "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3),
+TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
+                   "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1),
+                   "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
 
 # planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
@@ -158,7 +169,7 @@ RESULT_TYPES = {
                     "int"),
     **dict.fromkeys(("SUBSTR", "SUBSTRING", "CONCAT", "UCASE", "UPPER", "LCASE", "LOWER", "TRIM", "LTRIM", "RTRIM",
                      "REPLACE", "LPAD", "RPAD", "REGEXP_REPLACE", "INITCAP"), "string"),
-    **dict.fromkeys(("SQRT", "EXP", "LN", "POWER"), "double"),
+    **dict.fromkeys(("SQRT", "EXP", "LN", "POWER", "KSQL_LN", "KSQL_LOG"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
                      "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM"), "string"),
@@ -171,7 +182,8 @@ RESULT_TYPES = {
     "RANDOM": "double", "GEO_DISTANCE": "double", "URL_EXTRACT_PORT": "int",
     **dict.fromkeys(("TO_JSON_STRING", "URL_ENCODE_PARAM", "URL_DECODE_PARAM", "URL_EXTRACT_FRAGMENT", "URL_EXTRACT_HOST",
                      "URL_EXTRACT_PARAMETER", "URL_EXTRACT_PATH", "URL_EXTRACT_PROTOCOL", "URL_EXTRACT_QUERY"), "string"),
-    "DATEADD": "date", "DATESUB": "date", "TO_BYTES": "binary", "FROM_BYTES": "string", "INT_FROM_BYTES": "int",
+    "DATEADD": "date", "DATESUB": "date", "TIMEADD": TIME, "TIMESUB": TIME, "FORMAT_TIME": "string", "PARSE_TIME": TIME,
+    "TO_BYTES": "binary", "FROM_BYTES": "string", "INT_FROM_BYTES": "int",
     "BIGINT_FROM_BYTES": "bigint", "DOUBLE_FROM_BYTES": "double",
 }
 # calls whose result has their first argument's type
@@ -192,6 +204,9 @@ def call_type(name: str, argument_types: list[str]) -> str:
         first, places = argument_types[0], len(argument_types) > 1
         if first in ("tinyint", "smallint", "int", "bigint", "double", "float"):
             return "double" if places else "bigint"
+        if first.startswith("decimal(") and not places:  # a whole DECIMAL of the digits before the point
+            precision, scale = (int(p) for p in first[len("decimal("):-1].split(","))
+            return f"decimal({max(1, precision - scale)},0)"
         return first
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
@@ -204,7 +219,7 @@ def call_type(name: str, argument_types: list[str]) -> str:
 
         key, value = split_type_args(argument_types[0][len("map<"):-1])
         return f"array<struct<`K`:{key},`V`:{value}>>"
-    if name in ("ARRAY_MAX", "ARRAY_MIN") and argument_types and argument_types[0].startswith("array<"):
+    if name in ("ARRAY_MAX", "ARRAY_MIN", "KSQL_ARRAY_SUM") and argument_types and argument_types[0].startswith("array<"):
         return argument_types[0][len("array<"):-1]
     if name in LAMBDA_FUNCTIONS and len(argument_types) >= 2:
         collection = argument_types[0]
@@ -259,11 +274,11 @@ def aggregate_type(name: str, argument_type: str, style: str) -> str:
 def is_function(name: str, ksql_inputs: bool = False) -> bool:
     """Whether a call of ``name`` (upper-cased as parsed) is a function a query may call (``ksql_inputs``: one
     whose inputs were all declared with ksqlDB's DDL, where ksqlDB's own meanings apply)."""
-    if name in KSQL_VARIANTS.values():
+    if name in KSQL_VARIANTS.values() or name == "KSQL_ARRAY_SUM":
         return False
     known = (name in FUNCTIONS or name in TRANSLATED or name in PLANNED or name in ex.AGGREGATES
              or name.lower() in SPARK_FUNCTIONS)
-    return known or (ksql_inputs and name in KSQL_VARIANTS)
+    return known or (ksql_inputs and (name in KSQL_VARIANTS or name in KSQL_AGGREGATE_FORMS))
 
 
 def arity_problem(call) -> str | None:
@@ -295,10 +310,18 @@ def unit_argument(call: ast.Call) -> ast.Call:
 
 
 def ksql_variants(e):
-    """``e`` with every call of a name ksqlDB means otherwise (``KSQL_VARIANTS``) made a call of its variant."""
-    return ex.transform(e, lambda node: replace(node, name=KSQL_VARIANTS[node.name],
-                                                args=tuple(ksql_variants(a) for a in node.args))
-                        if isinstance(node, ast.Call) and node.name in KSQL_VARIANTS else None)
+    """``e`` with every call of a name ksqlDB means otherwise (``KSQL_VARIANTS``) made a call of its variant, and
+    every call of one of its aggregates that another aggregate computes (``KSQL_AGGREGATE_FORMS``) made that."""
+    def variant(node):
+        if not isinstance(node, ast.Call):
+            return None
+        if node.name in KSQL_AGGREGATE_FORMS and len(node.args) == 1:
+            return ksql_variants(KSQL_AGGREGATE_FORMS[node.name](node))
+        if node.name in KSQL_VARIANTS:
+            return replace(node, name=KSQL_VARIANTS[node.name], args=tuple(ksql_variants(a) for a in node.args))
+        return None
+
+    return ex.transform(e, variant)
 
 
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
@@ -306,9 +329,10 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 def ksql_coercions(e):
     """``e`` with its IN lists and ARRAY and MAP constructors marked ``ksql``: their values are brought to one type
-    as ksqlDB's ``CoercionUtil`` does (``plan.ksql_coercion``), not by Spark's rules."""
+    as ksqlDB's ``CoercionUtil`` does (``plan.ksql_coercion``), not by Spark's rules; and its LIKEs and CASTs (ksqlDB's
+    escapes, its text of a TIME)."""
     def mark(node):
-        if isinstance(node, (ast.InList, ast.ArrayLiteral, ast.MapLiteral)) and not node.ksql:
+        if isinstance(node, (ast.InList, ast.ArrayLiteral, ast.MapLiteral, ast.Like, ast.Cast)) and not node.ksql:
             return ksql_coercions(replace(node, ksql=True))
         return None
 

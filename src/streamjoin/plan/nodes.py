@@ -418,7 +418,8 @@ def expr_text(e: Optional[ast.Expr]) -> str:
     if isinstance(e, ast.InList):
         return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}IN ({', '.join(expr_text(i) for i in e.items)})"
     if isinstance(e, ast.Like):
-        return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}LIKE {expr_text(e.pattern)}"
+        escape = "" if e.escape is None else " ESCAPE '" + e.escape.replace("'", "''") + "'"
+        return f"{expr_text(e.operand)} {'NOT ' if e.negated else ''}LIKE {expr_text(e.pattern)}{escape}"
     if isinstance(e, ast.Cast):
         return f"CAST({expr_text(e.operand)} AS {e.type.name})"
     if isinstance(e, ast.ArrayLiteral):

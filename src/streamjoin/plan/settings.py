@@ -21,6 +21,8 @@ DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"  # ksqlDB: the va
 RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
 RESULT_MODES = ("tableau", "changelog", "table")
 BOOTSTRAP = "bootstrap.servers"  # the Kafka broker a script's topics are on (``connectors.kafka_client``)
+COLLECT_LIMITS = {"COLLECT_LIST": "ksql.functions.collect_list.limit",  # ksqlDB: at most this many values collected
+                  "COLLECT_SET": "ksql.functions.collect_set.limit"}
 SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
 
 READ = {  # what each setting streamjoin reads does here
@@ -38,6 +40,8 @@ READ = {  # what each setting streamjoin reads does here
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
     "streamjoin.late.topic": "the topic records a query drops as late or for a null key are written to",
     BOOTSTRAP: "the Kafka broker the script's topics are on",
+    **{name: f"how many values {fn} keeps (later ones are left out); negative: no limit"
+       for fn, name in COLLECT_LIMITS.items()},
     **{name: "the partition count of a topic an INSERT INTO creates" for name in SINK_PARTITIONS},
 }
 
@@ -88,6 +92,8 @@ def check_setting(name: str, value: str) -> None:
         raise ValueError("a topic name cannot be empty")
     if name in SINK_PARTITIONS + (BUCKETS,) and not (str(value).isdigit() and int(value) >= 1):
         raise ValueError(f"'{value}' is not a positive whole number")
+    if name in COLLECT_LIMITS.values() and not re.fullmatch(r"\s*-?\d+\s*", str(value)):
+        raise ValueError(f"'{value}' is not a whole number")
 
 
 def setting_note(name: str) -> str:
@@ -105,6 +111,13 @@ def setting_note(name: str) -> str:
 def setting_notes(properties: dict) -> list[str]:
     """One line per setting a script SET: its value and what it does here."""
     return [f"{name} = {value}: {setting_note(name)}" for name, value in properties.items()]
+
+
+def collect_limit(properties: dict, function: str) -> Optional[int]:
+    """How many values ksqlDB's COLLECT_LIST (COLLECT_SET) keeps under the script's settings; None: all of them."""
+    value = next((v for k, v in properties.items() if k.lower() == COLLECT_LIMITS.get(function)), None)
+    limit = None if value is None else int(str(value).strip())
+    return None if limit is None or limit < 0 else limit
 
 
 def sink_partitions(properties: dict) -> Optional[int]:

@@ -7,11 +7,13 @@ from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
 from ..sql.ast import TypeName
 
+TIME = "time(3)"  # a time of day to the millisecond, as ksqlDB keeps one
+DAY_MS = 86_400_000
 _SCALARS = {
     "INT": "int", "INTEGER": "int", "SMALLINT": "smallint", "TINYINT": "tinyint", "BIGINT": "bigint", "LONG": "bigint",
     "DOUBLE": "double", "FLOAT": "double", "REAL": "float", "BOOLEAN": "boolean", "BOOL": "boolean",
     "STRING": "string", "VARCHAR": "string", "CHAR": "string", "TEXT": "string", "BYTES": "binary",
-    "DATE": "date", "TIME": "string", "TIMESTAMP": "timestamp", "TIMESTAMP_LTZ": "timestamp",
+    "DATE": "date", "TIME": TIME, "TIMESTAMP": "timestamp", "TIMESTAMP_LTZ": "timestamp",
 }
 
 
@@ -64,7 +66,7 @@ def inner_type(spark: str, field: str | None = None) -> str:
     return ""
 
 
-_KSQL_NAMES = {"int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
+_KSQL_NAMES = {TIME: "TIME", "int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
 
 
 def ksql_type_name(spark: str) -> str:

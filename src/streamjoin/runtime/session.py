@@ -39,6 +39,7 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
+    "spark.sql.timeType.enabled": "true",  # SQL's TIME (ksqlDB's and Flink's columns of that type); off by default
     "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
     # Every micro-batch is a SQL execution with jobs, stages and tasks, and the driver keeps the last 1,000 of each
     # (100,000 tasks) with their plans for its status pages: a long-running script's heap fills with history.

@@ -218,17 +218,25 @@ class Exists(Expr):
 
 @dataclass(frozen=True)
 class Like(Expr):
+    """``escape``: the character ESCAPE names. ``ksql``: ksqlDB's LIKE, which has no escape character unless ESCAPE
+    names one, and whose escape character makes any character after it literal (``LikeEvaluator``)."""
+
     operand: Expr
     pattern: Expr
     negated: bool = False
+    escape: Optional[str] = None
     pos: Pos = _pos()
+    ksql: bool = False
 
 
 @dataclass(frozen=True)
 class Cast(Expr):
+    """``ksql``: ksqlDB's, which writes a TIME as text without its fraction (``SqlTimeTypes.formatTime``)."""
+
     operand: Expr
     type: TypeName
     pos: Pos = _pos()
+    ksql: bool = False
 
 
 @dataclass(frozen=True)

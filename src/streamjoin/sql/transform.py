@@ -635,8 +635,12 @@ class AstBuilder(Transformer):
     def exists(self, meta, query):
         return ast.Exists(query, pos=self._pos(meta))
 
-    def like(self, meta, operand, negated, pattern):
-        return ast.Like(operand, pattern, bool(negated), pos=self._pos(meta))
+    def like(self, meta, operand, negated, pattern, escape):
+        if escape is not None:
+            escape = escape[1:-1].replace("''", "'")
+            if len(escape) != 1:
+                raise self._invalid(f"Expected single character escape but got: {escape}", meta)
+        return ast.Like(operand, pattern, bool(negated), escape, pos=self._pos(meta))
 
     def concat_op(self, meta, left, right):
         return ast.BinaryOp("||", left, right, pos=self._pos(meta))

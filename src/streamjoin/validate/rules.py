@@ -126,6 +126,8 @@ def _comparable(left: str, op: str, right: str) -> bool:
         return right in ("STRING", "DATE", "TIMESTAMP", "TIME")
     if left in ("DATE", "TIMESTAMP"):
         return right in ("DATE", "TIMESTAMP", "STRING")
+    if left == "TIME":
+        return right in ("TIME", "STRING")
     if left in ("BOOLEAN", "ARRAY", "MAP", "STRUCT"):
         return right == left and op in _EQUALITIES
     return right == left
