@@ -269,6 +269,7 @@ EXPRESSIONS = [
     ("x NOT IN ('a')", InList(col("x"), (lit("a"),), negated=True)),
     ("x LIKE 'a%'", Like(col("x"), lit("a%"))),
     ("x NOT LIKE 'a%'", Like(col("x"), lit("a%"), negated=True)),
+    ("x LIKE p ESCAPE '!'", Like(col("x"), col("p"), escape="!")),
     ("'it''s'", lit("it's")),
     ("1.5", Literal("1.5", "decimal")),
     ("2e3", Literal("2e3", "decimal")),
@@ -337,6 +338,7 @@ ERRORS = [
     ("SELECT STRUCT(q.a := 1) FROM t", 0, 1, 8, "STRUCT(q.a := 1)", "identifier"),
     ("SELECT a FROM t PARTITION BY ()", 0, 1, 17, "()", "expression"),
     ("SELECT TRANSFORM(a, (t.x) => 1) FROM t", 0, 1, 22, "=>", "identifier"),
+    ("SELECT a FROM t WHERE a LIKE 'x' ESCAPE '!!'", 0, 1, 23, "a LIKE 'x' ESCAPE '!!'", "one character"),
 ]
 
 

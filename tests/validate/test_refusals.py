@@ -30,6 +30,16 @@ DIM = ("CREATE TABLE Dim (id STRING, name STRING, n INT, PRIMARY KEY (id) NOT EN
 
 # (name, query, rule, text the message must contain)
 REFUSED = [
+    ("EARLIEST_BY_OFFSET's count a column", "CREATE TABLE E AS SELECT ID, EARLIEST_BY_OFFSET(V, X) AS E FROM L GROUP BY ID;",
+     "aggregate-arguments", "Parameter 2 passed to function EARLIEST_BY_OFFSET must be a literal constant, but was "
+     "expression: 'X'"),
+    ("LATEST_BY_OFFSET's parameters in the wrong order",
+     "CREATE TABLE E AS SELECT ID, LATEST_BY_OFFSET(V, false, 2) AS E FROM L GROUP BY ID;", "aggregate-arguments",
+     "a count of values"),
+    ("a TIME compared with a number", "CREATE STREAM C AS SELECT ID FROM L WHERE CAST(V AS TIME) > 5;",
+     "expression-type", "Cannot compare"),
+    ("TIMEADD without a unit", "CREATE STREAM C AS SELECT ID, TIMEADD(X, 5, CAST(V AS TIME)) AS T FROM L;",
+     "expression-type", "Function 'TIMEADD' does not accept parameters (INTEGER, INTEGER, TIME)."),
     ("join keys of different types", "CREATE STREAM J AS SELECT L.V FROM L JOIN R WITHIN 1 MINUTE ON L.ID = R.V;",
      "join-key-types", "types don't match. Got L.ID{INTEGER} = R.V{STRING}"),
     ("stream-stream without WITHIN", "CREATE STREAM J AS SELECT * FROM L JOIN R ON L.ID = R.ID;",
@@ -768,6 +778,8 @@ SETTINGS = [
     ("SET 'execution.runtime-mode' = 'streaming';", "ignored: Flink job settings"),
     ("SET 'table.exec.state.ttl' = '1 h';", "table.exec.state.ttl = 1 h: how long a Flink regular join keeps"),
     ("SET 'no.such.thing' = 'x';", "no.such.thing = x: ignored: not a setting streamjoin reads"),
+    ("SET 'ksql.functions.collect_list.limit' = '5';", "ksql.functions.collect_list.limit = 5: how many values "
+     "COLLECT_LIST keeps"),
 ]
 
 

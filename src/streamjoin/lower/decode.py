@@ -124,7 +124,7 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
         source = scan.source
         columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
         fits = (source.value_format == "JSON" and not source.changelog_format and not unwrapped_value(source)
-                and decodable(list(columns)) and not (coerces(source) and any(_text_times(t) != t for _, t in columns)))
+                and decodable(list(columns)) and not (coerces(source) and any(_text_leaves(t, TIMES) != t for _, t in columns)))
         by_topic.setdefault(source.topic, set()).add(columns if fits else None)
     return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
             if len(kinds) == 1 and None not in kinds]
@@ -218,30 +218,28 @@ def coerces(source) -> bool:
 
 
 def _ksql_coerced(text: Column, columns) -> Column:
-    """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number column takes a JSON number
-    (an integer column its whole part) or a string holding one (``"22"``), a STRING column any scalar as its
-    text, a TIMESTAMP a number of milliseconds since 1970 and a DATE one of days (or, as other readers take
-    them, their text). Numbers are parsed as text and then converted; a field that does not convert makes the
-    record bad, with ``REASON`` naming the field, its value and the column's type."""
-    as_text = ", ".join(f"`{c.name}` {'string' if c.type in COERCED else _text_times(c.type)}" for c in columns) or "`__none` string"
+    """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number takes a JSON number (an integer
+    its whole part) or a string holding one (``"22"``), a STRING column any scalar as its text, a TIMESTAMP a
+    number of milliseconds since 1970, a DATE one of days and a TIME one of milliseconds since midnight (or, as
+    other readers take them, their text), inside a STRUCT, ARRAY or MAP too. Numbers and times are parsed as text
+    and then converted (``_ksql_scalar``); a field that does not convert makes the record bad, with ``REASON``
+    naming the field (and, for a column's own value, its value and the column's type)."""
+    as_text = ", ".join(f"`{c.name}` {_text_leaves(c.type)}" for c in columns) or "`__none` string"
     parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
     fields, reasons = [], []
     for c in columns:
         raw = parsed.getField(c.name)
-        if c.type not in COERCED + TIMES and _text_times(c.type) != c.type:  # times inside a STRUCT, ARRAY or MAP
-            fields.append(_times_of_text(raw, c.type).alias(c.name))
-            reasons.append(F.when(_bad_times(raw, c.type), F.lit(
+        if c.type not in COERCED + TIMES and _text_leaves(c.type) != c.type:  # inside a STRUCT, ARRAY or MAP
+            fields.append(_of_text(raw, c.type).alias(c.name))
+            reasons.append(F.when(_bad_leaves(raw, c.type, TIMES), F.lit(
                 f"the value's field {c.name} holds a time that is neither a number nor a time's text")))
+            reasons.append(F.when(_bad_leaves(raw, c.type, COERCED), F.lit(
+                f"the value's field {c.name} holds a number that does not read as its type")))
             continue
         if c.type not in COERCED + TIMES:
             fields.append(raw.alias(c.name))
             continue
-        if c.type in TIMES:
-            value = _ksql_time(raw, c.type)
-        else:
-            value = raw.try_cast(c.type)
-        if c.type in ("tinyint", "smallint", "int", "bigint"):  # a fraction: its whole part (Jackson's intValue / asLong)
-            value = F.coalesce(value, raw.try_cast("double").try_cast(c.type))
+        value = _ksql_scalar(raw, c.type)
         fields.append(value.alias(c.name))
         reasons.append(F.when(raw.isNotNull() & value.isNull(), F.concat(
             F.lit(f"the value's field {c.name} holds '"), raw, F.lit(f"', which is not {c.type.upper()}"))))
@@ -262,48 +260,62 @@ def _ksql_time(text: Column, type_: str) -> Column:
     return F.coalesce(F.date_from_unix_date(text.try_cast("int")), F.to_date(text, "yyyy-MM-dd"))
 
 
-def _text_times(type_: str) -> str:
-    """``type_`` with every TIMESTAMP and DATE in it, inside a STRUCT, ARRAY or MAP too, read as text."""
-    if type_ in TIMES:
+def _text_leaves(type_: str, leaves=COERCED + TIMES) -> str:
+    """``type_`` with every scalar of a type in ``leaves`` in it, inside a STRUCT, ARRAY or MAP too, read as text."""
+    if type_ in leaves:
         return "string"
     fields = struct_fields(type_)
     if fields:
-        return "struct<" + ",".join(f"`{n.replace('`', '``')}`:{_text_times(t)}" for n, t in fields) + ">"
+        return "struct<" + ",".join(f"`{n.replace('`', '``')}`:{_text_leaves(t, leaves)}" for n, t in fields) + ">"
     if type_.startswith("array<"):
-        return f"array<{_text_times(type_[len('array<'):-1])}>"
+        return f"array<{_text_leaves(type_[len('array<'):-1], leaves)}>"
     if type_.startswith("map<"):
         key, value = split_type_args(type_[len("map<"):-1])
-        return f"map<{key},{_text_times(value)}>"
+        return f"map<{key},{_text_leaves(value, leaves)}>"
     return type_
 
 
-def _times_of_text(column: Column, type_: str) -> Column:
-    """``column``, read as ``_text_times(type_)``, as ``type_``: every time in it as ksqlDB reads one (``_ksql_time``)."""
+def _ksql_scalar(text: Column, type_: str) -> Column:
+    """A number or time field's text as ksqlDB reads it: a time as ``_ksql_time`` does; a number from a JSON number
+    or a string holding one, an integer a fraction's whole part (Jackson's ``intValue`` / ``asLong``); null when it
+    does not convert."""
     if type_ in TIMES:
-        return _ksql_time(column, type_)
+        return _ksql_time(text, type_)
+    value = text.try_cast(type_)
+    if type_ in ("tinyint", "smallint", "int", "bigint"):
+        value = F.coalesce(value, text.try_cast("double").try_cast(type_))
+    return value
+
+
+def _of_text(column: Column, type_: str) -> Column:
+    """``column``, read as ``_text_leaves(type_)``, as ``type_``: every number and time in it as ksqlDB reads one."""
+    if type_ in COERCED + TIMES:
+        return _ksql_scalar(column, type_)
     fields = struct_fields(type_)
     if fields:
-        return F.when(column.isNotNull(), F.struct(*[_times_of_text(column.getField(n), t).alias(n) for n, t in fields]))
+        return F.when(column.isNotNull(), F.struct(*[_of_text(column.getField(n), t).alias(n) for n, t in fields]))
     if type_.startswith("array<"):
-        return F.transform(column, lambda e: _times_of_text(e, type_[len("array<"):-1]))
+        return F.transform(column, lambda e: _of_text(e, type_[len("array<"):-1]))
     if type_.startswith("map<"):
-        return F.transform_values(column, lambda _, e: _times_of_text(e, split_type_args(type_[len("map<"):-1])[1]))
+        return F.transform_values(column, lambda _, e: _of_text(e, split_type_args(type_[len("map<"):-1])[1]))
     return column
 
 
-def _bad_times(column: Column, type_: str) -> Column:
-    """Whether a time anywhere in ``column`` (read as ``_text_times(type_)``) is neither a number nor a time's text."""
-    if type_ in TIMES:
-        return column.isNotNull() & _ksql_time(column, type_).isNull()
-    if _text_times(type_) == type_:
+def _bad_leaves(column: Column, type_: str, leaves) -> Column:
+    """Whether a scalar of a type in ``leaves`` anywhere in ``column`` (read as ``_text_leaves(type_)``) does not
+    convert (``_ksql_scalar``)."""
+    if type_ in leaves:
+        return column.isNotNull() & _ksql_scalar(column, type_).isNull()
+    if _text_leaves(type_, leaves) == type_:
         return F.lit(False)
     fields = struct_fields(type_)
     if fields:
-        return F.greatest(F.lit(False), *[F.coalesce(_bad_times(column.getField(n), t), F.lit(False)) for n, t in fields])
+        return F.greatest(F.lit(False), *[F.coalesce(_bad_leaves(column.getField(n), t, leaves), F.lit(False))
+                                          for n, t in fields])
     if type_.startswith("array<"):
-        return F.coalesce(F.exists(column, lambda e: _bad_times(e, type_[len("array<"):-1])), F.lit(False))
+        return F.coalesce(F.exists(column, lambda e: _bad_leaves(e, type_[len("array<"):-1], leaves)), F.lit(False))
     value = split_type_args(type_[len("map<"):-1])[1]
-    return F.coalesce(F.exists(F.map_values(column), lambda e: _bad_times(e, value)), F.lit(False))
+    return F.coalesce(F.exists(F.map_values(column), lambda e: _bad_leaves(e, value, leaves)), F.lit(False))
 
 
 def _ksql_times_of_text(parsed: Column, columns) -> Column:

@@ -116,7 +116,7 @@ def _cast(e: ast.Cast) -> Column:
     if target == TIME:
         return value.try_cast(TIME)
     if e.ksql and target == "string" and source == TIME:
-        second = _timestamp_seconds(F.floor(_spark("time_to_millis", value) / 1000))
+        second = _spark("timestamp_seconds", F.floor(_spark("time_to_millis", value) / 1000))
         return F.when(F.second(second) == 0, F.date_format(second, "HH:mm")).otherwise(F.date_format(second, "HH:mm:ss"))
     return value.cast(target)
 
@@ -124,10 +124,6 @@ def _cast(e: ast.Cast) -> Column:
 def _time_of_day(millis: Column) -> Column:
     """The TIME of a number of milliseconds since midnight, wrapped around the clock as Java's ``LocalTime`` wraps."""
     return _spark("time_from_millis", F.pmod(millis, F.lit(DAY_MS))).cast(TIME)
-
-
-def _timestamp_seconds(seconds: Column) -> Column:
-    return _spark("timestamp_seconds", seconds)
 
 
 def _like(e: ast.Like) -> Column:
@@ -389,22 +385,22 @@ def _ksql_round(e: ast.Call, value: Column, places: Column | None = None) -> Col
     keeps its type with places, and becomes a whole DECIMAL(precision - scale, 0) without."""
     kind = static_type(e.args[0])
     truncate = e.name == "KSQL_TRUNC"
-    if kind.startswith("decimal") and (places is None or _integer_literal(e.args[1]) is not None):
-        return _ksql_round_decimal(value, kind, None if places is None else _integer_literal(e.args[1]), truncate)
+    digits = _integer_literal(e.args[1]) if places is not None else None
+    if kind.startswith("decimal") and (places is None or digits is not None):
+        return _ksql_round_decimal(value, kind, digits, truncate)
     if kind in INTEGRAL and places is None:
         return value.cast("bigint")
     if kind in INTEGRAL:  # with places: the (DOUBLE, INT) signature
         kind, value = "double", value.cast("double")
     if kind in ("double", "float") and places is None:
         return _whole(value, truncate).cast("bigint")
-    digits = _integer_literal(e.args[1]) if places is not None else None
     if not (kind.startswith("decimal") or kind in ("double", "float")) or (places is not None and digits is None):
         scale = F.lit(1.0) if places is None else F.pow(F.lit(10.0), places)  # in floating point
         return _whole(value * scale, truncate) / scale
-    exact = value.cast("string").cast("decimal(38,16)") if kind in ("double", "float") else value
-    unit = F.lit(10 ** abs(digits or 0)).cast("decimal(38,0)")
-    rounded = _whole(exact / unit, truncate) * unit if (digits or 0) < 0 else _whole(exact * unit, truncate) / unit
-    return rounded.cast("double" if kind in ("double", "float") else kind)
+    exact = value.cast("string").cast("decimal(38,16)")  # a DOUBLE with places
+    unit = F.lit(10 ** abs(digits)).cast("decimal(38,0)")
+    rounded = _whole(exact / unit, truncate) * unit if digits < 0 else _whole(exact * unit, truncate) / unit
+    return rounded.cast("double")
 
 
 def _ksql_round_decimal(value: Column, kind: str, places: Optional[int], truncate: bool) -> Column:

@@ -34,7 +34,7 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, Long
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
-from ..plan.expressions import TOP_K
+from ..plan.expressions import BY_OFFSET, TOP_K
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, described_by, drop_records, integral_columns, restore_integers
@@ -47,7 +47,8 @@ COLLECTS = ("COLLECT_LIST", "COLLECT_SET")  # ksqlDB's: their parameter, when gi
 @dataclass(frozen=True)
 class AggSpec:
     """One aggregate: its function, the column holding its argument (None for COUNT(*)), its output id, and a
-    constant parameter (TOPK's k; the most values COLLECT_LIST or COLLECT_SET keeps)."""
+    constant parameter (TOPK's k; the most values COLLECT_LIST or COLLECT_SET keeps; EARLIEST_BY_OFFSET's and
+    LATEST_BY_OFFSET's count of values and whether they ignore NULLs)."""
 
     fn: str
     arg: str | None
@@ -56,7 +57,8 @@ class AggSpec:
     param: Any = None
 
 
-def result_type(fn: str, arg_type: DataType | None) -> DataType:
+def result_type(spec: AggSpec, arg_type: DataType | None) -> DataType:
+    fn = spec.fn
     if fn == "COUNT":
         return LongType()
     if fn in ("AVG", "CORRELATION") or fn in VARIANCES:
@@ -65,7 +67,7 @@ def result_type(fn: str, arg_type: DataType | None) -> DataType:
         if isinstance(arg_type, DecimalType):
             return DecimalType(38, arg_type.scale)
         return DoubleType() if isinstance(arg_type, DoubleType) or arg_type.typeName() == "float" else LongType()
-    if fn in ("COLLECT_LIST", "COLLECT_SET", *TOP_K):
+    if fn in ("COLLECT_LIST", "COLLECT_SET", *TOP_K) or fn in BY_OFFSET and spec.param and spec.param[0]:
         return ArrayType(arg_type)
     if fn == "HISTOGRAM":
         return MapType(arg_type, LongType())
@@ -76,6 +78,8 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     """The accumulator after one more record (``value`` is the argument, None = SQL NULL). A set
     accumulator (COUNT(DISTINCT)) is grown in place: the caller hands over a copy of a stored one."""
     fn, distinct = spec.fn, spec.distinct
+    if fn in BY_OFFSET and spec.param is not None:
+        return _by_offset(spec, acc, value)
     if fn in COLLECTS:  # ksqlDB's keep NULLs (CollectListUdaf adds whatever it is given), up to their limit
         acc = acc or []
         full = spec.param is not None and len(acc) >= spec.param
@@ -118,6 +122,21 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
 
 
+def _by_offset(spec: AggSpec, acc: Any, value: Any) -> Any:
+    """ksqlDB's EARLIEST_BY_OFFSET / LATEST_BY_OFFSET with parameters (``spec.param``: the count of values, None for
+    one, and whether NULLs are ignored): the first (last) values so far as a list, or one value kept in a 1-tuple
+    (a NULL value differs from none yet)."""
+    count, ignore_nulls = spec.param
+    if value is None and ignore_nulls:
+        return acc
+    if count is None:
+        return acc if spec.fn == "EARLIEST_BY_OFFSET" and acc is not None else (value,)
+    acc = acc or []
+    if spec.fn == "EARLIEST_BY_OFFSET":
+        return acc if len(acc) >= count else acc + [value]
+    return (acc + [value])[-count:]
+
+
 HISTOGRAM_LIMIT = 1000
 
 
@@ -158,9 +177,12 @@ def top_k(spec: AggSpec, acc: list, values: list) -> list:
     return merged[:spec.param]
 
 
-def _result(fn: str, acc: Any, distinct: bool) -> Any:
+def _result(spec: AggSpec, acc: Any) -> Any:
+    fn = spec.fn
     if fn == "COUNT":
-        return len(acc or ()) if distinct else (acc or 0)
+        return len(acc or ()) if spec.distinct else (acc or 0)
+    if fn in BY_OFFSET and spec.param is not None:  # the n values, or the one value kept in a 1-tuple (``_by_offset``)
+        return list(acc or []) if spec.param[0] else (acc[0] if acc else None)
     if fn == "AVG":
         return None if not acc else float(acc[0]) / acc[1]
     if fn in TOP_K:  # ksqlDB starts it as an empty list, which NULLs leave as it is
@@ -213,6 +235,8 @@ def aggregate_specs(node: Aggregate) -> tuple[list, list[AggSpec]]:
             arg_id = f"__arg{i}"
             arg_cols.append(compile_expr(call.args[0]).alias(arg_id))
         param = call.args[1].value if call.name in TOP_K + COLLECTS and len(call.args) > 1 else None
+        if call.name in BY_OFFSET and len(call.args) > 1:  # (x, n or NULL, ignoreNulls): ``plan.binder._by_offset``
+            param = (call.args[1].value, call.args[2].value)
         specs.append(AggSpec(call.name, arg_id, f.id, call.distinct, param))
     return arg_cols, specs
 
@@ -229,7 +253,7 @@ class AggregateOperator:
                              *described_by(df, ROWTIME))
         types = {fld.name: fld.dataType for fld in prepared.schema.fields}
         out_fields = [StructField(gid, types[gid]) for gid, _ in groups]
-        out_fields += [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
+        out_fields += [StructField(s.out, result_type(s, types.get(s.arg))) for s in specs]
         out_fields += [StructField(ROWTIME, LongType()), StructField(SEQ, LongType()), StructField(SUB, LongType())]
         output_schema = StructType(out_fields)
         group_ids = [gid for gid, _ in groups]
@@ -294,7 +318,7 @@ def accumulate(spec: AggSpec, values: pd.Series | None, codes: np.ndarray, prior
     results = np.empty(len(codes), dtype=object)
     for j, (g, v) in enumerate(zip(codes, values if values is not None else np.ones(len(codes), dtype=object))):
         accs[g] = _fold(spec, accs[g], _scalar(v))
-        results[j] = _result(spec.fn, accs[g], spec.distinct)
+        results[j] = _result(spec, accs[g])
         if isinstance(results[j], list):
             results[j] = list(results[j])
     final = np.empty(len(accs), dtype=object)
@@ -306,7 +330,7 @@ def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
     """``accumulate`` as whole-batch cumulative operations, for the aggregates of numbers that have one;
     None for the others. Each group's stored accumulator is put before its rows."""
     fn, n, groups = spec.fn, len(codes), len(prior)
-    if spec.distinct or fn not in ("COUNT", "SUM", "AVG", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"):
+    if spec.distinct or fn not in ("COUNT", "SUM", "AVG", "MIN", "MAX", *BY_OFFSET) or fn in BY_OFFSET and spec.param:
         return None
     if values is None:
         present = np.ones(n, dtype=bool)
@@ -342,7 +366,9 @@ def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
             count = running(np.concatenate([~new, present]).astype(np.int64), "cumsum")
             kept[~(present & (count == 1) & new[codes])] = None  # all but each new group's first value
         filled = pd.Series(np.concatenate([prior, kept]), dtype=object).groupby(order, sort=False).ffill().to_numpy()[groups:]
-        results = np.array([_scalar(v) for v in filled], dtype=object)
+        results = np.empty(len(filled), dtype=object)  # one value per row, an ARRAY's tuple too (np.array would nest it)
+        for j, v in enumerate(filled):
+            results[j] = _scalar(v)
         return results, results[last]
     seen = running(np.concatenate([[a is not None for a in prior], present]).astype(np.int64), "cumsum") > 0
     if fn in ("SUM", "AVG"):

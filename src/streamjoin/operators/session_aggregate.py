@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from ..lower.expressions import compile_expr
-from ..plan.expressions import TOP_K
+from ..plan.expressions import BY_OFFSET, TOP_K
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
 from .aggregate import VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, counted, result_type, top_k
@@ -73,7 +73,7 @@ class SessionAggregate:
         schema = StructType(
             [StructField(g, types[g]) for g in group_ids]
             + [StructField(c.id, LongType()) for c in window.columns]
-            + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
+            + [StructField(s.out, result_type(s, types.get(s.arg))) for s in specs]
             + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME, WINDOW_START, WINDOW_END)]
             + [StructField(TOMBSTONE, BooleanType())])
         integral = integral_columns(data, group_ids + [s.arg for s in specs if s.arg])
@@ -216,6 +216,9 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
     if fn in ("COLLECT_LIST", "COLLECT_SET"):  # ksqlDB's merge: the earlier session's values first, up to the limit
         merged = list(a) + [v for v in b if fn == "COLLECT_LIST" or v not in a]
         return merged if spec.param is None else merged[:max(spec.param, len(a))]
+    if fn in BY_OFFSET and spec.param and spec.param[0]:  # the first (last) n of both sessions' values
+        merged = list(a) + list(b)
+        return merged[:spec.param[0]] if fn == "EARLIEST_BY_OFFSET" else merged[-spec.param[0]:]
     if fn == "LATEST_BY_OFFSET":
         return b
     if fn in TOP_K:
@@ -238,7 +241,7 @@ def _output(frame: pd.DataFrame, window: GroupWindow, group_ids, specs, out_name
     starts, ends = frame["__start"].to_numpy(dtype=np.int64), frame["__end"].to_numpy(dtype=np.int64)
     out[window.start.id], out[window.end.id] = starts, ends
     for i, spec in enumerate(specs):
-        out[spec.out] = [_result(spec.fn, values[i], spec.distinct) for values in frame["__values"]]
+        out[spec.out] = [_result(spec, values[i]) for values in frame["__values"]]
     for c in (ROWTIME, SEQ, SUB, STREAM_TIME, TOMBSTONE):
         out[c] = frame[c].to_numpy()
     out[WINDOW_START], out[WINDOW_END] = starts, ends

@@ -91,7 +91,7 @@ class TableAggregate:
         events = run_segmented(rows, BUCKET, row_step(row_key, groups + args, integral_columns(rows, row_key)), event_schema, ctx)
 
         out_schema = StructType([StructField(g, types[g]) for g in groups]
-                                + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
+                                + [StructField(s.out, result_type(s, types.get(s.arg))) for s in specs]
                                 + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB)] + [StructField(TOMBSTONE, BooleanType())])
         if not groups:
             events = events.withColumn(GLOBAL, F.lit(0))

@@ -106,7 +106,7 @@ class WindowAggregate:
         schema = StructType(
             [StructField(g, types[g]) for g in group_ids]
             + [StructField(c.id, bounds) for c in window.columns]
-            + [StructField(s.out, result_type(s.fn, types.get(s.arg))) for s in specs]
+            + [StructField(s.out, result_type(s, types.get(s.arg))) for s in specs]
             + [StructField(c, LongType()) for c in (ROWTIME, SEQ, SUB, STREAM_TIME)]
             + ([StructField(WINDOW_START, LongType())] if window.ksql else []))
         integral = integral_columns(data, keys + [s.arg for s in specs if s.arg])
@@ -285,7 +285,7 @@ def _closed(closing: pd.DataFrame, group_ids, specs, accs, size: int, window, ou
     out = pd.DataFrame({g: closing[g].to_numpy() for g in group_ids})
     _bounds(out, window, starts, ends)
     for spec, acc in zip(specs, accs):
-        out[spec.out] = [_result(spec.fn, a, spec.distinct) for a in closing[acc].to_numpy()]
+        out[spec.out] = [_result(spec, a) for a in closing[acc].to_numpy()]
     out[SEQ] = seq
     out[SUB] = ends * ORDER_SCALE + closing[FIRST].to_numpy(dtype=np.int64) % ORDER_SCALE
     if window.ksql:

@@ -401,8 +401,13 @@ class Binder:
                 e = _one_argument(e)
                 if e.name in ex.TOP_K:
                     _check_top_k(e)
+                if e.name in ex.BY_OFFSET:
+                    e = _by_offset(e)
                 argument = _type_of(e.args[0]) if e.args and not e.star else ""
-                f = Field("", e.name, new_id(e.name.lower()), aggregate_type(e.name, argument, style))
+                kind = aggregate_type(e.name, argument, style)
+                if e.name in ex.BY_OFFSET and len(e.args) > 1 and e.args[1].value is not None and kind:
+                    kind = f"array<{kind}>"  # the first (last) n values
+                f = Field("", e.name, new_id(e.name.lower()), kind)
                 aggs.append((f, e))
                 return Ref(f.id, f.type, f.name)
             if isinstance(e, Ref):
@@ -544,6 +549,28 @@ def _one_argument(call: ast.Call) -> ast.Call:
                                  pos=call.pos)
         return replace(call, args=(row(["X", "Y"], call.args),))
     return call
+
+
+def _by_offset(call: ast.Call) -> ast.Call:
+    """ksqlDB's EARLIEST_BY_OFFSET and LATEST_BY_OFFSET (x [, n] [, ignoreNulls]), their parameters literals:
+    planned as (x) for one value with NULLs ignored (the default), else as (x, n or NULL, ignoreNulls)."""
+    for i, arg in enumerate(call.args[1:], 2):
+        if not isinstance(arg, ast.Literal):
+            raise StatementError(f"Parameter {i} passed to function {call.name} must be a literal constant, but was "
+                                 f"expression: '{arg.name.rsplit('.', 1)[-1] if isinstance(arg, Ref) else expr_text(arg)}'",
+                                 rule="aggregate-arguments", pos=getattr(arg, "pos", call.pos))
+    kinds = [a.kind for a in call.args[1:]]
+    if kinds not in ([], ["boolean"], ["integer"], ["integer", "boolean"]) or call.star or (
+            kinds[:1] == ["integer"] and call.args[1].value < 1):
+        raise StatementError(f"{call.name} takes a column, then a count of values (an integer literal of at least 1), "
+                             f"whether NULLs are ignored (a boolean literal), or both", rule="aggregate-arguments",
+                             pos=call.pos)
+    count = call.args[1].value if kinds[:1] == ["integer"] else None
+    ignore_nulls = call.args[-1].value if kinds[-1:] == ["boolean"] else True
+    if count is None and ignore_nulls:
+        return replace(call, args=call.args[:1])
+    return replace(call, args=(call.args[0], ast.Literal(count, "integer" if count else "null", pos=call.pos),
+                               ast.Literal(ignore_nulls, "boolean", pos=call.pos)))
 
 
 def _check_top_k(call: ast.Call) -> None:

@@ -69,6 +69,7 @@ AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET"
               "TOPK", "TOPKDISTINCT", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "HISTOGRAM",
               "CORRELATION"}
 TOP_K = ("TOPK", "TOPKDISTINCT")  # ksqlDB's: (column, k), k an integer literal
+BY_OFFSET = ("EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET")  # ksqlDB's: (column [, n] [, ignoreNulls])
 
 
 def is_aggregate(e: ast.Expr) -> bool:

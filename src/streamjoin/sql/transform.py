@@ -639,7 +639,7 @@ class AstBuilder(Transformer):
         if escape is not None:
             escape = escape[1:-1].replace("''", "'")
             if len(escape) != 1:
-                raise self._invalid(f"Expected single character escape but got: {escape}", meta)
+                raise self._invalid(f"Expected single character escape but got: {escape}", meta, ("one character",))
         return ast.Like(operand, pattern, bool(negated), escape, pos=self._pos(meta))
 
     def concat_op(self, meta, left, right):
