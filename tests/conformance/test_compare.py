@@ -22,3 +22,17 @@ ROWS = [
 @pytest.mark.parametrize("expected, actual, same", ROWS)
 def test_same_value(expected, actual, same):
     assert same_value(expected, actual) is same
+
+
+@pytest.mark.parametrize("expected, written, same", [
+    ('"-10"', b'"-10"', True),  # a DELIMITED value quoted by ksqlDB's CSV writer, given as its text
+    ('"-10"', b"-10", False),
+    ("-10", b'"-10"', True),  # ... or as the JSON string it also is
+    ("10", b"10", True),
+])
+def test_a_value_given_as_text_matches_the_records_text(expected, written, same):
+    from streamjoin.conformance.compare import actual_record, compare
+
+    result = compare([{"topic": "t", "value": expected}], [actual_record("t", None, written, 0)], ordering="total",
+                     mode="changelog")
+    assert (result is None) is same

@@ -31,7 +31,7 @@ def reference(spec, values, codes, prior):
     accs, out = list(prior), []
     for g, v in zip(codes, values):
         accs[g] = _fold(spec, accs[g], None if v is None or v != v else v)
-        out.append(_result(spec.fn, accs[g], spec.distinct))
+        out.append(_result(spec, accs[g]))
     return out, accs
 
 
@@ -429,11 +429,37 @@ def test_ksqldb_sessions_merge_and_expire_as_kafka_streams_whatever_the_cuts(see
     assert meta["dropped"].get("late", 0) == len(records) - sum(1 for r in expected if r[3] is not None)
 
 
-@pytest.mark.parametrize("fn,distinct", [(f, False) for f in FUNCTIONS + ["TOPK", "TOPKDISTINCT"]] + [("COUNT", True)])
-def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn, distinct):
+FOLDS = [  # (function, planned parameter, values in order, the result after each), as ksqlDB's UDAFs give them
+    ("EARLIEST_BY_OFFSET", (2, True), [None, 1, 2, 3], [[], [1], [1, 2], [1, 2]]),
+    ("EARLIEST_BY_OFFSET", (2, False), [None, 1, 2], [[None], [None, 1], [None, 1]]),
+    ("EARLIEST_BY_OFFSET", (None, False), [None, 1], [None, None]),
+    ("LATEST_BY_OFFSET", (2, True), [1, None, 2, 3], [[1], [1], [1, 2], [2, 3]]),
+    ("LATEST_BY_OFFSET", (None, False), [1, None], [1, None]),
+    ("COLLECT_LIST", 2, [None, 1, 2], [[None], [None, 1], [None, 1]]),
+    ("COLLECT_SET", None, [None, 1, None, 1], [[None], [None, 1], [None, 1], [None, 1]]),
+]
+
+
+@pytest.mark.parametrize("fn,param,values,results", FOLDS)
+def test_parameters_and_nulls_of_ksqldb_collecting_aggregates(fn, param, values, results):
+    spec, acc, got = AggSpec(fn, "v", "out", param=param), None, []
+    for v in values:
+        acc = _fold(spec, acc, v)
+        got.append(_result(spec, acc))
+    assert got == results
+
+
+PARAMETERS = [("TOPK", 2), ("TOPKDISTINCT", 2), ("COLLECT_LIST", 3), ("COLLECT_SET", 2), ("EARLIEST_BY_OFFSET", (2, True)),
+              ("EARLIEST_BY_OFFSET", (3, False)), ("EARLIEST_BY_OFFSET", (None, False)), ("LATEST_BY_OFFSET", (2, False)),
+              ("LATEST_BY_OFFSET", (None, False))]  # (function, its planned parameter)
+
+
+@pytest.mark.parametrize("fn,distinct,param", [(f, False, None) for f in FUNCTIONS] + [("COUNT", True, None)]
+                         + [(f, False, p) for f, p in PARAMETERS])
+def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn, distinct, param):
     from streamjoin.operators.session_aggregate import _merged
 
-    spec = AggSpec(fn, "v", "out", distinct, param=2 if fn.startswith("TOPK") else None)
+    spec = AggSpec(fn, "v", "out", distinct, param=param)
     earlier, later = [1, 5, None, 5], [3, None, 2, 1]
 
     def folded(values, acc=None):
@@ -443,5 +469,5 @@ def test_merging_two_sessions_accumulators_equals_folding_their_rows_in_order(fn
 
     merged = _merged([(folded(earlier),), (folded(later),)], [spec])[0]
     exact = fn not in aggregate.VARIANCES  # merged by ksqlDB's pairwise formula: equal up to rounding
-    expected = _result(fn, folded(earlier + later), distinct)
-    assert _result(fn, merged, distinct) == (expected if exact else pytest.approx(expected, rel=1e-12))
+    expected = _result(spec, folded(earlier + later))
+    assert _result(spec, merged) == (expected if exact else pytest.approx(expected, rel=1e-12))

@@ -150,15 +150,16 @@ def _case_topics(engine: Engine, sql: str, case: Case) -> set[str]:
     try:
         planned = engine.plan(sql)
     except StreamjoinError:  # e.g. a Lenses query over a topic with no records yet: its declarations' topics
-        planned = _declarations(sql)[1]
+        planned = _declarations(sql, engine.catalog.properties)[1]
     dead = engine.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
     return {p.created_topic[0] for p in planned if p.created_topic} | {i["topic"] for i in case.inputs} | {dead}
 
 
-def _declarations(sql: str) -> tuple[Catalog, list[PlannedStatement]]:
+def _declarations(sql: str, properties: dict) -> tuple[Catalog, list[PlannedStatement]]:
     """The script's declarations alone (its CREATE STREAM/TABLE, schema and type statements), planned on a catalog
-    of their own."""
+    of their own, under the case's ``properties``."""
     planner = StatementPlanner(Catalog())
+    planner.catalog.properties.update(properties)
     declarations = (ast.CreateSource, ast.CreateSchema, ast.SetSchema, ast.CreateType, ast.DropType)
     planned = [planner.plan(item) for item in parse_script(sql) if isinstance(item.statement, declarations)]
     return planner.catalog, planned
@@ -169,7 +170,7 @@ def _inputs_before_planning(engine: Engine, sql: str, case: Case) -> bool:
     declares: a Lenses query reads such a topic by the schema its records imply (``plan.inference``), so they
     must be there first. The declared topics are created first, with their partitions. False (nothing done)
     for every other case, whose inputs are produced after planning, in their declared formats."""
-    catalog, planned = _declarations(sql)
+    catalog, planned = _declarations(sql, engine.catalog.properties)
     formats = _topic_formats(catalog)
     if all(_input_topic(i["topic"], formats) in formats for i in case.inputs):
         return False
