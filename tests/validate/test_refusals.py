@@ -62,7 +62,10 @@ REFUSED = [
     ("unknown source", "CREATE STREAM J AS SELECT * FROM NOWHERE;", "unknown-source", "NOWHERE"),
     ("ambiguous column", "CREATE STREAM J AS SELECT V FROM L JOIN R WITHIN 1 HOUR ON L.ID = R.ID;",  # ksqlDB's text
      "ambiguous-column", "Exception while preparing statement: Line: 16, Col: 27: Column 'V' is ambiguous. Could be L.V or R.V."),
-    ("duplicate output column", "CREATE STREAM J AS SELECT V, V FROM L;", "duplicate-column", "V"),
+    ("duplicate output column", "CREATE STREAM J AS SELECT V, V FROM L;", "duplicate-column",
+     "Duplicate value columns found in schema: `V` STRING"),
+    ("a group's alias taken by an aggregate's", "CREATE TABLE J AS SELECT V AS N, COUNT(*) AS N FROM L GROUP BY V;",
+     "duplicate-column", "Duplicate value columns found in schema: `N` BIGINT"),
     ("table without key", "CREATE TABLE NK (A INT) WITH (kafka_topic='nk', value_format='JSON');",
      "table-needs-key", "PRIMARY KEY"),
     ("aggregate in WHERE", "CREATE TABLE C AS SELECT V, COUNT(*) FROM L WHERE COUNT(*) > 1 GROUP BY V;",

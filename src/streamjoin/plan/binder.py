@@ -468,8 +468,9 @@ class Binder:
                 alias = replace(alias, quoted=True)
             name = self._output_name(written, alias, style, index, generated)
             if name.casefold() in used_names:
-                raise StatementError(f"the output has two columns named {name}: add an alias", rule="duplicate-column",
-                                     pos=getattr(written, "pos", None))
+                message = (f"Duplicate value columns found in schema: `{name}` {ksql_type_name(_type_of(expr))}"
+                           if style == "ksql" else f"the output has two columns named {name}: add an alias")
+                raise StatementError(message, rule="duplicate-column", pos=getattr(written, "pos", None))
             used_names.add(name.casefold())
             source_field = next((x for x in node.fields if isinstance(expr, Ref) and x.id == expr.id), None)
             f = Field("", name, new_id(name), _type_of(expr), nullable=source_field.nullable if source_field else True)
