@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pyarrow as pa
 
-KEY_DELIMITER = ","  # between the columns of a DELIMITED key (ksqlDB writes and reads them comma-separated)
+DEFAULT_DELIMITER = ","  # between the columns of a DELIMITED value or key unless the declaration names another
 VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
                  "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF", "KAFKA": "KAFKA"}
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
@@ -41,8 +41,11 @@ def normalise_format(name: str) -> Optional[str]:
     return VALUE_FORMATS.get(name.upper())
 
 
-def delimiter_of(properties: dict) -> str:
-    value = str(properties.get("value_delimiter") or properties.get("csv.field-delimiter") or ",")
+def delimiter_of(properties: dict, part: str = "value") -> str:
+    """The delimiter between a DELIMITED value's (``part`` "key": key's) columns: ksqlDB's VALUE_DELIMITER
+    (KEY_DELIMITER), Flink's csv.field-delimiter, else a comma; TAB and SPACE by name."""
+    value = str(properties.get(f"{part}_delimiter") or part == "value" and properties.get("csv.field-delimiter") or
+                DEFAULT_DELIMITER)
     return {"TAB": "\t", "SPACE": " "}.get(value.upper(), value)
 
 

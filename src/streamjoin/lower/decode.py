@@ -38,7 +38,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ..connectors.dead_letters import ERROR, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
-    BINARY_ERROR, BINARY_FORMATS, KEY_DELIMITER, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
+    BINARY_ERROR, BINARY_FORMATS, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
     split_type_args, struct_fields, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
@@ -488,9 +488,9 @@ def _key_column(source, col, multi: bool) -> Column:
         return "string" if ksql and (c.type in TIMES or (json_key and c.type in COERCED)) else c.type
 
     text = F.col("key").cast("string")
-    if key_format == "DELIMITED" and multi:
+    if key_format == "DELIMITED":  # CSV, one column too (ksqlDB reads '"22"' as 22)
         row = ", ".join(f"`{c.name}` {as_read(c)}" for c in source.columns if c.origin == "key")
-        value = F.from_csv(text, row, {"sep": KEY_DELIMITER}).getField(col.name)
+        value = F.from_csv(text, row, {"sep": delimiter_of(dict(source.properties), "key")}).getField(col.name)
     elif json_key:
         parsed = F.from_json(text, f"`{col.name}` {as_read(col)}", JSON_READ_OPTIONS).getField(col.name)
         scalar = F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), f"v {as_read(col)}", JSON_READ_OPTIONS).getField("v")

@@ -108,17 +108,43 @@ def compile_expr(e: ast.Expr) -> Column:
 
 def _cast(e: ast.Cast) -> Column:
     """A CAST as Spark makes it, but: a TIMESTAMP to TIME is its time of day (UTC), text to TIME NULL where the text
-    is no time, and (ksqlDB) a TIME to text is written to the second, without its seconds when they are zero, as
-    Java's ``LocalTime.toString`` writes it."""
+    is no time, and (ksqlDB) a TIME, ARRAY, MAP or STRUCT to text as Java writes it (``_java_text``), STRUCT fields
+    matched by name (``_column_as_type``)."""
     value, target, source = compile_expr(e.operand), spark_type(e.type), static_type(e.operand)
     if target == TIME and source == "timestamp":
         return _time_of_day(F.unix_millis(value))
     if target == TIME:
         return value.try_cast(TIME)
-    if e.ksql and target == "string" and source == TIME:
+    if e.ksql and target == "string" and (source == TIME or source.startswith(("array<", "map<", "struct<"))):
+        return _java_text(value, source)
+    if e.ksql and source:  # STRUCT fields by name, as ksqlDB's CastEvaluator converts them
+        return _column_as_type(value, source, target)
+    return value.cast(target)
+
+
+def _java_text(value: Column, kind: str) -> Column:
+    """A value as ksqlDB's CAST to STRING writes it, its Java object's ``toString``: an ARRAY ``[1, 3]`` (a NULL
+    element ``null``), a MAP ``{k=v, k2=v2}``, a STRUCT ``Struct{A=1,b=x}`` (its non-NULL fields), a TIME to the
+    second, without the seconds when they are zero (``LocalTime.toString``); anything else as Spark casts it."""
+    def element(x, of):
+        return F.coalesce(_java_text(x, of), F.lit("null"))
+
+    if kind == TIME:
         second = _spark("timestamp_seconds", F.floor(_spark("time_to_millis", value) / 1000))
         return F.when(F.second(second) == 0, F.date_format(second, "HH:mm")).otherwise(F.date_format(second, "HH:mm:ss"))
-    return value.cast(target)
+    if kind.startswith("array<"):
+        items = F.transform(value, lambda x: element(x, kind[len("array<"):-1]))
+        return F.concat(F.lit("["), F.array_join(items, ", "), F.lit("]"))
+    if kind.startswith("map<"):
+        key, item = split_type_args(kind[len("map<"):-1])
+        entries = F.transform(F.map_entries(value), lambda entry: F.concat(
+            element(entry["key"], key), F.lit("="), element(entry["value"], item)))
+        return F.concat(F.lit("{"), F.array_join(entries, ", "), F.lit("}"))
+    fields = struct_fields(kind)
+    if fields:
+        shown = [F.concat(F.lit(f"{name}="), _java_text(value.getField(name), of)) for name, of in fields]
+        return F.when(value.isNotNull(), F.concat(F.lit("Struct{"), F.concat_ws(",", *shown), F.lit("}")))
+    return value.cast("string")
 
 
 def _time_of_day(millis: Column) -> Column:

@@ -10,7 +10,7 @@ from pyspark.sql.types import (
 )
 
 from ..connectors.database import DELETE, ORDER
-from ..connectors.formats import KEY_DELIMITER, delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
+from ..connectors.formats import delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
 from .decode import unwrapped_value
 
@@ -221,8 +221,9 @@ def _key_of_columns(sink: Sink, key_format: str) -> Column:
     keys = list(sink.key)
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
-    if key_format == "DELIMITED":  # ksqlDB: the key columns' values in order, comma-separated
-        return F.to_csv(F.struct(*[F.col(k) for k in keys]), {"sep": KEY_DELIMITER}).cast("binary")
+    if key_format == "DELIMITED":  # ksqlDB: the key columns' values in order, comma-separated unless KEY_DELIMITER
+        separator = delimiter_of(dict(sink.target.properties), "key")
+        return F.to_csv(F.struct(*[F.col(k) for k in keys]), {"sep": separator}).cast("binary")
     if len(keys) == 1 and sink.target.style != "flink":  # ksqlDB's JSON key: the value itself, unwrapped
         return _json_of(F.col(keys[0])).cast("binary")
     return F.to_json(F.struct(*[F.col(k).alias(node.field(k).name) for k in keys]), TO_JSON).cast("binary")
