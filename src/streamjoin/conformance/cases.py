@@ -33,23 +33,29 @@ def load_cases(paths: list[str]) -> list[Case]:
     cases = []
     for f in files:
         for raw in json.loads(f.read_text()).get("tests", []):
-            cases.extend(_expand(f.name, raw))
+            if raw.get("enabled", True) is not False:  # ksqlDB's runner leaves out a case marked disabled
+                cases.extend(_expand(f.name, raw))
     return cases
 
 
 def _expand(file: str, raw: dict[str, Any]) -> list[Case]:
-    """One case, or one per entry of a ksqlDB ``format`` list (the format is substituted in)."""
-    formats = raw.get("format") or [None]
+    """One case, or one per entry of a ksqlDB ``format`` list (the format substituted into the statements for
+    ``{FORMAT}``) and of its ``config`` list (substituted into the properties for ``{CONFIG}``)."""
+    formats, configs = raw.get("format") or [None], raw.get("config") or [None]
     out = []
     for fmt in formats:
-        statements = [s.replace("{FORMAT}", fmt) if fmt else s for s in raw.get("statements", [])]
-        name = raw.get("name", "unnamed") + (f" - {fmt}" if fmt and len(formats) > 1 else "")
-        error = raw.get("expectedException")
-        out.append(Case(
-            file=file, name=name, statements=tuple(statements),
-            inputs=tuple(raw.get("inputs", [])), outputs=tuple(raw.get("outputs", [])),
-            expected_error=(error.get("message", "") if isinstance(error, dict) else None),
-            ordering=raw.get("ordering", "per-key"), compare=raw.get("compare", "changelog"),
-            properties=raw.get("properties", {}) or {}, post=raw.get("post") or {},
-        ))
+        for config in configs:
+            statements = [s.replace("{FORMAT}", fmt) if fmt else s for s in raw.get("statements", [])]
+            properties = {k: v.replace("{CONFIG}", str(config)) if config is not None and isinstance(v, str) else v
+                          for k, v in (raw.get("properties") or {}).items()}
+            name = (raw.get("name", "unnamed") + (f" - {fmt}" if fmt and len(formats) > 1 else "")
+                    + (f" - {config}" if config is not None and len(configs) > 1 else ""))
+            error = raw.get("expectedException")
+            out.append(Case(
+                file=file, name=name, statements=tuple(statements),
+                inputs=tuple(raw.get("inputs", [])), outputs=tuple(raw.get("outputs", [])),
+                expected_error=(error.get("message", "") if isinstance(error, dict) else None),
+                ordering=raw.get("ordering", "per-key"), compare=raw.get("compare", "changelog"),
+                properties=properties, post=raw.get("post") or {},
+            ))
     return out
