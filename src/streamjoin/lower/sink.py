@@ -11,7 +11,7 @@ from pyspark.sql.types import (
 
 from ..connectors.database import DELETE, ORDER
 from ..connectors.formats import delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
-from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Sink
+from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Repartition, Sink, walk
 from .decode import unwrapped_value
 
 TEXT_FORMATS = ("JSON", "DELIMITED", "KAFKA")
@@ -206,12 +206,13 @@ def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
 
 def _unwindowed_key(sink: Sink, key_format: str) -> Column:
     """The key in ``key_format``; in ksqlDB, a key whose every column is NULL is no key at all (a record read
-    without one keeps none)."""
+    without one keeps none), but a JSON key of several columns that PARTITION BY made is written with its NULLs."""
     keys = list(sink.key)
     if not keys:
         return F.lit(None).cast("binary")
     key = _key_of_columns(sink, key_format)
-    if sink.target.style == "flink":
+    partitioned = len(keys) > 1 and key_format == "JSON" and any(isinstance(n, Repartition) for n in walk(sink.input))
+    if sink.target.style == "flink" or partitioned:
         return key
     return F.when(F.greatest(*[F.col(k).isNotNull() for k in keys]) if len(keys) > 1 else F.col(keys[0]).isNotNull(), key)
 
