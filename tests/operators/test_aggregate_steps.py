@@ -367,14 +367,14 @@ def test_ksqldb_emit_final_loses_a_window_its_store_expired_before_its_close_was
 
 # ------------------------------------------------------------------ ksqlDB session windows
 
-def session_run(records, cuts, gap, grace, cold=False):
+def session_run(records, cuts, gap, grace, cold=False, emit="CHANGES"):
     """The session step over ``records`` cut at ``cuts``: (key, start, end, COUNT, SUM or None for a tombstone,
     time) rows in output order."""
     from streamjoin.operators import session_aggregate as sa
     from streamjoin.operators.keyed_inputs import SIDE, TICK
     from streamjoin.plan.nodes import STREAM_TIME, WINDOW_END, WINDOW_START
 
-    window = group_window(gap, gap, grace=grace, kind="SESSION", emit="CHANGES")
+    window = group_window(gap, gap, grace=grace, kind="SESSION", emit=emit)
     specs = [AggSpec("COUNT", None, "n"), AggSpec("SUM", "v", "s")]
     names = ["k", "ws", "we", "n", "s", ROWTIME, SEQ, SUB, STREAM_TIME, WINDOW_START, WINDOW_END, TOMBSTONE]
     step = as_step(sa.session_step(window, ["k"], specs, ["v"], names), cold, idle=sa._idle(window))
@@ -427,6 +427,37 @@ def test_ksqldb_sessions_merge_and_expire_as_kafka_streams_whatever_the_cuts(see
         got, (meta, _) = session_run(records, cuts, gap, grace, cold)
         assert got == expected
     assert meta["dropped"].get("late", 0) == len(records) - sum(1 for r in expected if r[3] is not None)
+
+
+def closed_sessions(records, gap, grace):
+    """Kafka Streams' session windows under ``suppress(untilWindowCloses)``, written plainly: per key, each session
+    once, when stream time leaves it behind the store (its end + gap + grace), with its final COUNT and SUM."""
+    sessions, clock, out = {}, np.iinfo(np.int64).min, {}  # key -> [(start, end, n, total)]
+    for k, v, t in records:
+        clock = max(clock, t)
+        for key, kept in sessions.items():
+            closed = sorted((s for s in kept if s[1] <= clock - gap - grace), key=lambda s: s[1])
+            out.setdefault(key, []).extend((key, s[0], s[1], (s[2], s[3]), s[1]) for s in closed)
+            sessions[key] = [s for s in kept if s not in closed]
+        near = [s for s in sessions.get(k, []) if s[1] >= t - gap and s[0] <= t + gap]
+        start, end = min([t] + [s[0] for s in near]), max([t] + [s[1] for s in near])
+        if end < clock - grace - gap:
+            continue
+        n, total = 1 + sum(s[2] for s in near), v + sum(s[3] for s in near)
+        sessions[k] = [s for s in sessions.get(k, []) if s not in near] + [(start, end, n, total)]
+    return out
+
+
+@pytest.mark.parametrize("gap,grace", [(1000, 0), (2000, 1500), (500, 3000)])
+@pytest.mark.parametrize("seed", range(3))
+def test_ksqldb_sessions_under_emit_final_are_written_once_when_closed_whatever_the_cuts(seed, gap, grace):
+    records = gappy_records(seed)
+    expected = closed_sessions(records, gap, grace)
+    assert sum(map(len, expected.values())) > 1
+    for cuts in [[], random.Random(seed).sample(range(1, len(records)), 9)] + one_at_a_time(seed, len(records)):
+        got, _ = session_run(records, cuts, gap, grace, emit="FINAL")
+        assert {k: [r for r in got if r[0] == k] for k in expected} == expected
+        assert {r[0] for r in got} <= set(expected)
 
 
 FOLDS = [  # (function, planned parameter, values in order, the result after each), as ksqlDB's UDAFs give them

@@ -782,7 +782,14 @@ _TRANSLATIONS = {
     "KSQL_TRUNC": _ksql_round,
     "KSQL_FROM_UNIXTIME": lambda e, ms: _spark("timestamp_millis", ms),
     "KSQL_CONVERT_TZ": lambda e, ts, source, target: F.from_utc_timestamp(F.to_utc_timestamp(ts, source), target),
-    "KSQL_CONCAT": lambda e, *texts: F.concat_ws("", *[t.cast("string") for t in texts]),
+    "KSQL_CONCAT": lambda e, *texts: F.concat(*[F.coalesce(t, F.unhex(F.lit(""))) for t in texts])
+    if static_type(e) == "binary" else F.concat_ws("", *[t.cast("string") for t in texts]),
+    "KSQL_LPAD": lambda e, text, length, padding: F.when((length >= 0) & (F.length(padding) > 0),
+                                                         _spark("lpad", text, length, padding)),
+    "KSQL_RPAD": lambda e, text, length, padding: F.when((length >= 0) & (F.length(padding) > 0),
+                                                         _spark("rpad", text, length, padding)),
+    "KSQL_ARRAY_SORT": lambda e, array, order=None: F.array_sort(array) if order is None else F.when(
+        F.upper(order) == "ASC", F.array_sort(array)).when(F.upper(order) == "DESC", F.sort_array(array, asc=False)),
     "KSQL_TRIM": lambda e, text: F.regexp_replace(text, "^[\\x00-\\x20]+|[\\x00-\\x20]+$", ""),
     "KSQL_ARRAY_SUM": lambda e, array: _array_sum(array, static_type(e)),
     "KSQL_LN": lambda e, x: _java_log(x),

@@ -1,4 +1,4 @@
-"""ksqlDB's session windows: ``WINDOW SESSION (gap)`` with the grouping columns, EMIT CHANGES.
+"""ksqlDB's session windows: ``WINDOW SESSION (gap)`` with the grouping columns, EMIT CHANGES or EMIT FINAL.
 
 Semantics (Kafka Streams' ``KStreamSessionWindowAggregate``, under DIALECT §2's stream time). A group's rows
 form sessions: a row of time ``t`` joins every session of its group that ends at or after ``t - gap`` and starts
@@ -11,6 +11,9 @@ at its end time. A session is gone from the store once its end falls ``gap + gra
 (Kafka Streams' session store retention), so a later row no longer merges with it. The session goes with the
 result's key (``WINDOW_START``, ``WINDOW_END``: key + 8-byte end + 8-byte start, ``SessionKeySchema``);
 ``WINDOWSTART`` and ``WINDOWEND`` are its start and end. A NULL grouping value drops the row (``null_key``).
+Under EMIT FINAL (Kafka Streams' ``suppress(untilWindowCloses)``) nothing is written while a session is open: each
+session is written once, with its final aggregates, when it closes, at the clock that leaves it behind the store's
+retention (its end + gap + grace); sessions closing together in end order.
 
 Algorithm: rows are bucketed by a hash of the grouping values, with the batch's tick row in every bucket. Per
 bucket, each group's rows are taken in ingestion order against the group's sessions, record by record (a row
@@ -82,7 +85,7 @@ class SessionAggregate:
 
 
 def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
-    gap, grace = window.size_ms, window.grace_ms
+    gap, grace, final = window.size_ms, window.grace_ms, window.emit == "FINAL"
     keys = group_ids + [START]
     accs = [f"__acc{i}" for i in range(len(specs))]
 
@@ -101,7 +104,7 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         for at in _by_group(data, group_ids):
             group = tuple(values[at[0]] for values in groups)
             stored = stored_sessions.get(group, {})
-            sessions, late = _run_group(at.tolist(), row_columns, dict(stored), specs, gap, grace, group, out)
+            sessions, late = _run_group(at.tolist(), row_columns, dict(stored), specs, gap, grace, group, out, final)
             late_rows += late
             for start in stored.keys() - sessions.keys():
                 changes.append((*group, start, None, *[None] * len(accs), True))
@@ -114,7 +117,13 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         written_ends = logged[END][~logged[GONE].to_numpy(dtype=bool)].to_numpy(dtype=float)
         if horizon != NO_TIME and (due or (written_ends < horizon).any()):
             # sessions stream time left behind the store's retention leave it
-            _, logged = remove_where(table, table.column(END) < horizon, logged, keys)
+            gone, logged = remove_where(table, table.column(END) < horizon, logged, keys)
+            if final:  # closed: written once, at the batch's end, in end order
+                gone = gone.sort_values([END, *keys], kind="stable")
+                for n, (*group, start, end, values) in enumerate(zip(*[gone[c].to_numpy() for c in keys + [END]],
+                                                                     zip(*[gone[a].to_numpy() for a in accs]))):
+                    out.append((tuple(group), int(start), int(end), tuple(values), int(end), int(rows[SEQ].max()),
+                                n, clock, False))
             ends = table.column(END)[table.positions()]
             meta["earliest_end"] = int(ends.min()) if len(ends) else None
         elif len(written_ends):  # (a merged session's removal may leave it early: the next scan corrects it)
@@ -159,16 +168,21 @@ def _by_group(data: pd.DataFrame, group_ids) -> list:
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
 
 
-def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list):
+def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, grace: int, group: tuple, out: list,
+               final: bool = False):
     """One group's rows (positions ``at`` of ``rows``, in ingestion order) against its sessions (start -> (end,
-    accumulators), updated in place); appends the output rows to ``out``; returns the sessions and the positions
-    of the rows that were late."""
+    accumulators), updated in place); appends the output rows to ``out`` (``final``: only the sessions each row's
+    clock closes); returns the sessions and the positions of the rows that were late."""
     late = []
     times, clocks, seqs, subs, args = rows.times, rows.clocks, rows.seqs, rows.subs, rows.args
     for i in at:
         t, clock = int(times[i]), int(clocks[i])
-        for start in [s for s, (e, _) in sessions.items() if e < clock - gap - grace + 1]:
-            del sessions[start]  # expired from the store: no row merges with it any more
+        closed = sorted((e, s) for s, (e, _) in sessions.items() if e < clock - gap - grace + 1)
+        for n, (end, start) in enumerate(closed):  # expired from the store: no row merges with it any more
+            if final:
+                out.append((group, start, end, sessions[start][1], end, seqs[i], int(subs[i]) * WINDOWS_PER_ROW + n,
+                            clock, False))
+            del sessions[start]
         merged = sorted(s for s, (e, _) in sessions.items() if e >= t - gap and s <= t + gap)
         first = min([t, *merged])
         last = max([t, *(sessions[s][0] for s in merged)])
@@ -176,16 +190,21 @@ def _run_group(at: list, rows: _RowColumns, sessions: dict, specs, gap: int, gra
             late.append(i)
             continue
         sub = int(subs[i]) * WINDOWS_PER_ROW
-        if merged and (first, last) != (t, t):  # each merged session deleted under its own key first
+        if merged and (first, last) != (t, t) and not final:  # each merged session deleted under its own key first
             for n, s in enumerate(merged):
                 end, values = sessions[s]
                 out.append((group, s, end, values, end, seqs[i], sub + n, clock, True))
-        values = _merged([sessions.pop(s)[1] for s in merged], specs)
-        values = tuple(_fold(spec, v, None if arg is None else _scalar(arg[i])) if spec.arg else _fold(spec, v, 1)
-                       for spec, v, arg in zip(specs, values, args))
+        values = _folded(specs, _merged([sessions.pop(s)[1] for s in merged], specs), args, i)
         sessions[first] = (last, values)
-        out.append((group, first, last, values, last, seqs[i], sub + len(merged), clock, False))
+        if not final:
+            out.append((group, first, last, values, last, seqs[i], sub + len(merged), clock, False))
     return sessions, late
+
+
+def _folded(specs, values: tuple, args, i: int) -> tuple:
+    """The accumulators ``values`` with row ``i``'s arguments folded in."""
+    return tuple(_fold(spec, v, None if arg is None else _scalar(arg[i])) if spec.arg else _fold(spec, v, 1)
+                 for spec, v, arg in zip(specs, values, args))
 
 
 def _merged(stored: list, specs: list[AggSpec]) -> tuple:

@@ -71,6 +71,9 @@ KSQL_VARIANTS = {
     "CONCAT": "KSQL_CONCAT",  # NULL arguments left out (Flink's and Spark's: NULL)
     "LN": "KSQL_LN",  # Java's Math.log: -Infinity at 0, NaN below (Spark's and Flink's: NULL)
     "LOG": "KSQL_LOG",  # LOG(x) is LN(x); LOG(base, x) NaN for a base <= 0 or 1
+    "LPAD": "KSQL_LPAD",  # NULL for a negative length or an empty padding (Spark's: '' and the text itself)
+    "RPAD": "KSQL_RPAD",
+    "ARRAY_SORT": "KSQL_ARRAY_SORT",  # ARRAY_SORT(a, 'ASC' | 'DESC'), NULLs last either way (Spark's takes a comparator)
 }
 # ksqlDB's aggregates that are another aggregate of their argument, or of a value made from it (``ksql_variants``)
 KSQL_AGGREGATE_FORMS = {
@@ -82,7 +85,7 @@ KSQL_AGGREGATE_FORMS = {
 # REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
 LAMBDA_FUNCTIONS = {"TRANSFORM": (2, 3), "FILTER": (2, 2), "REDUCE": (3, 3)}
 TRANSLATED.update(LAMBDA_FUNCTIONS)
-TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
+TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "KSQL_RPAD": (3, 3), "KSQL_ARRAY_SORT": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
                    "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1),
                    "KSQL_CONVERT_TZ": (3, 3),
                    "KSQL_ARRAY_JOIN": (1, 2)})
@@ -189,13 +192,16 @@ RESULT_TYPES = {
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
                               "LEAST", "ARRAY_CONCAT", "MAP_UNION", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT",
-                              "ARRAY_UNION", "ARRAY_REMOVE", "ARRAY_SORT"})
+                              "ARRAY_UNION", "ARRAY_REMOVE", "ARRAY_SORT", "KSQL_ARRAY_SORT", "KSQL_LPAD", "KSQL_RPAD"})
 
 
 def call_type(name: str, argument_types: list[str]) -> str:
     """The Spark type of a scalar call where its signature fixes it; "" where it does not."""
     if name == "SPLIT" and argument_types[:1] == ["binary"]:  # ksqlDB's SPLIT of BYTES at BYTES
         return "array<binary>"
+    typed = [t for t in argument_types if t not in ("", "void")]  # a NULL literal has no type of its own
+    if name == "KSQL_CONCAT" and typed and all(t == "binary" for t in typed):  # of BYTES: BYTES
+        return "binary"
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
     if name in ("TIMESTAMPADD", "TIMESTAMPSUB"):  # the type of the time it shifts (the unit is no typed argument)

@@ -92,9 +92,6 @@ def ksql_window(clause: ast.TimeWindow, emit: Optional[str], node: PlanNode) -> 
     if clause.kind == "SLIDING":
         raise StatementError("SLIDING windows are not supported yet (TUMBLE, HOP and SESSION are; issue #31)",
                              rule="time-window", pos=clause.pos)
-    if clause.kind == "SESSION" and emit == "FINAL":
-        raise StatementError("WINDOW SESSION with EMIT FINAL is not supported yet (EMIT CHANGES is; issue #25)",
-                             rule="session-window", pos=clause.pos)
     if clause.kind == "SESSION" and clause.advance_ms is not None:
         raise StatementError("WINDOW SESSION takes a gap, not ADVANCE BY", rule="time-window", pos=clause.pos)
     size, advance = clause.size_ms, clause.advance_ms
