@@ -118,12 +118,13 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
         if horizon != NO_TIME and (due or (written_ends < horizon).any()):
             # sessions stream time left behind the store's retention leave it
             gone, logged = remove_where(table, table.column(END) < horizon, logged, keys)
-            if final:  # closed: written once, at the batch's end, in end order
+            if final:  # closed: written once, at the batch's end (after what its rows wrote), in end order
                 gone = gone.sort_values([END, *keys], kind="stable")
+                after = (int(data[SUB].max()) + 1 if len(data) else 0) * WINDOWS_PER_ROW
                 for n, (*group, start, end, values) in enumerate(zip(*[gone[c].to_numpy() for c in keys + [END]],
                                                                      zip(*[gone[a].to_numpy() for a in accs]))):
                     out.append((tuple(group), int(start), int(end), tuple(values), int(end), int(rows[SEQ].max()),
-                                n, clock, False))
+                                after + n, clock, False))
             ends = table.column(END)[table.positions()]
             meta["earliest_end"] = int(ends.min()) if len(ends) else None
         elif len(written_ends):  # (a merged session's removal may leave it early: the next scan corrects it)
