@@ -1,7 +1,8 @@
 """Comparing produced records with a case's expected outputs (rules in shared/conformance/README.md).
 
 Column names compare case-insensitively; numbers by value (a DECIMAL written as a string equals the
-number; a DOUBLE to its last two bits: ``same_value``); timestamps as instants; a record's ``window`` (a windowed key's) when the expected record gives one.
+number; a DOUBLE to its last two bits: ``same_value``); timestamps as instants; a record's ``window`` (a
+windowed key's) when the expected record gives one.
 ``ordering``: per-key (default), total, none. ``compare``: changelog (default: exactly the listed records) or
 final (the last value per key and window, or the last record if keyless).
 """

@@ -124,7 +124,8 @@ def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]
         source = scan.source
         columns = tuple((c.name, c.type) for c in source.columns if c.origin == "value")
         fits = (source.value_format == "JSON" and not source.changelog_format and not unwrapped_value(source)
-                and decodable(list(columns)) and not (coerces(source) and any(_text_leaves(t, TIMES) != t for _, t in columns)))
+                and decodable(list(columns))
+                and not (coerces(source) and any(_text_leaves(t, TIMES) != t for _, t in columns)))
         by_topic.setdefault(source.topic, set()).add(columns if fits else None)
     return [(topic, list(next(iter(kinds)))) for topic, kinds in sorted(by_topic.items())
             if len(kinds) == 1 and None not in kinds]

@@ -796,7 +796,8 @@ _TRANSLATIONS = {
     "KSQL_LOG": lambda e, base, x=None: _java_log(base) if x is None else F.when(
         base.isNotNull() & x.isNotNull(),
         F.when((base <= 0) | (base == 1), F.lit(float("nan"))).otherwise(_java_log(x) / _java_log(base))),
-    "FORMAT_TIME": lambda e, time, fmt: _spark("date_format", _spark("timestamp_millis", _spark("time_to_millis", time)), fmt),
+    "FORMAT_TIME": lambda e, time, fmt: _spark("date_format", _spark("timestamp_millis", _spark("time_to_millis", time)),
+                                               fmt),
     "PARSE_TIME": lambda e, text, fmt: _time_of_day(F.unix_millis(_spark("try_to_timestamp", text, fmt))),
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
         "array_join", array.cast("array<string>"),

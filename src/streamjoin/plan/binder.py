@@ -557,9 +557,9 @@ def _by_offset(call: ast.Call) -> ast.Call:
     planned as (x) for one value with NULLs ignored (the default), else as (x, n or NULL, ignoreNulls)."""
     for i, arg in enumerate(call.args[1:], 2):
         if not isinstance(arg, ast.Literal):
+            shown = arg.name.rsplit(".", 1)[-1] if isinstance(arg, Ref) else expr_text(arg)  # a column by its name
             raise StatementError(f"Parameter {i} passed to function {call.name} must be a literal constant, but was "
-                                 f"expression: '{arg.name.rsplit('.', 1)[-1] if isinstance(arg, Ref) else expr_text(arg)}'",
-                                 rule="aggregate-arguments", pos=getattr(arg, "pos", call.pos))
+                                 f"expression: '{shown}'", rule="aggregate-arguments", pos=getattr(arg, "pos", call.pos))
     kinds = [a.kind for a in call.args[1:]]
     if kinds not in ([], ["boolean"], ["integer"], ["integer", "boolean"]) or call.star or (
             kinds[:1] == ["integer"] and call.args[1].value < 1):

@@ -85,10 +85,10 @@ KSQL_AGGREGATE_FORMS = {
 # REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
 LAMBDA_FUNCTIONS = {"TRANSFORM": (2, 3), "FILTER": (2, 2), "REDUCE": (3, 3)}
 TRANSLATED.update(LAMBDA_FUNCTIONS)
-TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "KSQL_RPAD": (3, 3), "KSQL_ARRAY_SORT": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
-                   "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2), "KSQL_FROM_UNIXTIME": (1, 1),
-                   "KSQL_CONVERT_TZ": (3, 3),
-                   "KSQL_ARRAY_JOIN": (1, 2)})
+TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "KSQL_RPAD": (3, 3),
+                   "KSQL_ARRAY_SORT": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
+                   "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2),
+                   "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3), "KSQL_ARRAY_JOIN": (1, 2)})
 
 # planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
 # one row per position of their arrays, ``lower.lowering``)

@@ -66,7 +66,8 @@ def inner_type(spark: str, field: str | None = None) -> str:
     return ""
 
 
-_KSQL_NAMES = {TIME: "TIME", "int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES", "binary": "BYTES"}
+_KSQL_NAMES = {TIME: "TIME", "int": "INTEGER", "tinyint": "INTEGER", "smallint": "INTEGER", "bytes": "BYTES",
+               "binary": "BYTES"}
 
 
 def ksql_type_name(spark: str) -> str:
