@@ -120,11 +120,9 @@ def session_step(window: GroupWindow, group_ids, specs, integral, out_names):
             gone, logged = remove_where(table, table.column(END) < horizon, logged, keys)
             if final:  # closed: written once, at the batch's end (after what its rows wrote), in end order
                 gone = gone.sort_values([END, *keys], kind="stable")
-                after = (int(data[SUB].max()) + 1 if len(data) else 0) * WINDOWS_PER_ROW
-                for n, (*group, start, end, values) in enumerate(zip(*[gone[c].to_numpy() for c in keys + [END]],
-                                                                     zip(*[gone[a].to_numpy() for a in accs]))):
-                    out.append((tuple(group), int(start), int(end), tuple(values), int(end), int(rows[SEQ].max()),
-                                after + n, clock, False))
+                after, seq = (int(data[SUB].max()) + 1 if len(data) else 0) * WINDOWS_PER_ROW, int(rows[SEQ].max())
+                for n, (group, start, end, values) in enumerate(_session_rows(gone, group_ids, accs)):
+                    out.append((group, start, end, values, end, seq, after + n, clock, False))
             ends = table.column(END)[table.positions()]
             meta["earliest_end"] = int(ends.min()) if len(ends) else None
         elif len(written_ends):  # (a merged session's removal may leave it early: the next scan corrects it)
@@ -143,11 +141,17 @@ def _sessions(found: pd.DataFrame, group_ids, accs) -> dict:
     """The stored sessions of each group in ``found`` (the rows of the batch's groups): group -> start -> (end,
     accumulators)."""
     sessions: dict = {}
+    for group, start, end, acc in _session_rows(found, group_ids, accs):
+        sessions.setdefault(group, {})[start] = (end, acc)
+    return sessions
+
+
+def _session_rows(found: pd.DataFrame, group_ids, accs):
+    """(group, start, end, accumulators) of each session row of ``found``, in its order."""
     groups = zip(*[found[g].to_numpy() for g in group_ids])
     accumulators = zip(*[found[a].to_numpy() for a in accs]) if accs else [()] * len(found)
     for group, start, end, acc in zip(groups, found[START].to_numpy(), found[END].to_numpy(), accumulators):
-        sessions.setdefault(group, {})[int(start)] = (int(end), tuple(acc))
-    return sessions
+        yield tuple(group), int(start), int(end), tuple(acc)
 
 
 class _RowColumns:

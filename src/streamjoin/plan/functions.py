@@ -80,6 +80,7 @@ KSQL_AGGREGATE_FORMS = {
     "COUNT_DISTINCT": lambda call: replace(call, name="COUNT", distinct=True),  # exact here; ksqlDB's estimates
     "SUM_LIST": lambda call: replace(call, name="SUM", args=(ast.Call("KSQL_ARRAY_SUM", call.args, pos=call.pos),)),
 }
+PLANNED_ONLY = frozenset(KSQL_VARIANTS.values()) | {"KSQL_ARRAY_SUM"}  # names planning writes; no query may call them
 # ksqlDB's functions taking a lambda (``x => ...``), over an ARRAY's elements or a MAP's entries: TRANSFORM(a, x => ...),
 # TRANSFORM(m, (k, v) => new key, (k, v) => new value), FILTER(a, x => ...), FILTER(m, (k, v) => ...),
 # REDUCE(a, initial, (state, x) => ...), REDUCE(m, initial, (state, k, v) => ...)
@@ -280,7 +281,7 @@ def aggregate_type(name: str, argument_type: str, style: str) -> str:
 def is_function(name: str, ksql_inputs: bool = False) -> bool:
     """Whether a call of ``name`` (upper-cased as parsed) is a function a query may call (``ksql_inputs``: one
     whose inputs were all declared with ksqlDB's DDL, where ksqlDB's own meanings apply)."""
-    if name in KSQL_VARIANTS.values() or name == "KSQL_ARRAY_SUM":
+    if name in PLANNED_ONLY:
         return False
     known = (name in FUNCTIONS or name in TRANSLATED or name in PLANNED or name in ex.AGGREGATES
              or name.lower() in SPARK_FUNCTIONS)
