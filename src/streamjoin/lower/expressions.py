@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
@@ -15,7 +16,7 @@ from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
 from ..plan import ksql_coercion
 from ..plan.expressions import INTEGRAL, children, field_name, static_type
-from ..plan.functions import FUNCTIONS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
+from ..plan.functions import FUNCTIONS, MASKS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
 from ..plan.nodes import Ref
 from ..plan.types import DAY_MS, TIME, spark_type
 from ..sql import ast
@@ -734,6 +735,122 @@ def _entries(e: ast.Call, entries: Column, sort: Column) -> Column:
     return F.when(F.coalesce(sort, F.lit(False)), F.array_sort(pairs)).otherwise(pairs)
 
 
+def _slice(e: ast.Call, array: Column, start: Column, end: Column) -> Column:
+    """ksqlDB's SLICE: the elements from position ``start`` to ``end``, both kept, 1-based (a NULL bound: the array's
+    first or last); NULL when the bounds fall outside the array or cross (``List.subList``'s refusal)."""
+    first, last = F.coalesce(start - 1, F.lit(0)), F.coalesce(end, F.size(array))
+    return F.when(array.isNull() | (first < 0) | (last > F.size(array)) | (first > last), F.lit(None)).otherwise(
+        F.slice(array, first + 1, last - first))
+
+
+def _regexp_matches(e: ast.Call, pattern: Column, text: Column, group: Optional[Column] = None) -> Column:
+    """Every match of ``pattern`` in ``text`` (its group ``group``, the whole match by default), as ksqlDB's
+    REGEXP_EXTRACT_ALL finds them; NULL for a NULL argument or a group the pattern does not have."""
+    group = F.lit(0) if group is None else group
+    literal = e.args[0] if isinstance(e.args[0], ast.Literal) and isinstance(e.args[0].value, str) else None
+    number = e.args[2].value if len(e.args) > 2 and isinstance(e.args[2], ast.Literal) else 0
+    if literal is not None and isinstance(number, int):
+        try:
+            if number > re.compile(literal.value).groups:
+                return F.lit(None).cast("array<string>")
+        except re.error:
+            pass  # Java's syntax, which Python's does not read: Spark's reader decides
+    return F.when(group.isNotNull(), _spark("regexp_extract_all", text, pattern, group))
+
+
+def _chr(e: ast.Call, code: Column) -> Column:
+    """ksqlDB's CHR: the character of a Unicode code point, or of its UTF-16 escapes as text (``'\u004b'``); NULL for
+    anything else."""
+    if static_type(e.args[0]) == "string":
+        escapes = code.rlike(r"^(\\u[0-9a-fA-F]{4})+$")
+        return F.when(escapes, F.decode(F.unhex(F.regexp_replace(code, r"\\u", "")), "UTF-16BE"))
+    valid = (code >= 0) & (code <= 0x10FFFF) & ~code.between(0xD800, 0xDFFF)  # a lone surrogate is no text here
+    return F.when(valid, F.decode(F.unhex(F.lpad(F.hex(code), 8, "0")), "UTF-32"))
+
+
+def _occurrence(text: Column, part: Column, n: Column) -> Column:
+    """The 0-based index of the ``n``-th occurrence of ``part`` in ``text``, occurrences overlapping (Commons Lang's
+    ``ordinalIndexOf``: 0 for an empty part), or -1."""
+    def step(at, _):
+        found = _spark("locate", part, text, at + 2)
+        return F.when(at == -2, at).when(found > 0, found - 1).otherwise(F.lit(-2))
+
+    index = F.aggregate(F.sequence(F.lit(1), n), F.lit(-1), step)
+    return F.when(n <= 0, F.lit(-1)).when(part == "", F.lit(0)).otherwise(F.when(index == -2, F.lit(-1)).otherwise(index))
+
+
+def _instr(e: ast.Call, text: Column, part: Column, position: Optional[Column] = None,
+           occurrence: Optional[Column] = None) -> Column:
+    """ksqlDB's INSTR: the 1-based position of the ``occurrence``-th ``part`` in ``text`` from ``position`` (from the
+    end, backwards, when negative), 0 when there is none or an argument is NULL."""
+    position = F.lit(1) if position is None else position
+    occurrence = F.lit(1) if occurrence is None else occurrence
+    length = F.length(text)
+
+    def found(within: Column, sought: Column, at: Column) -> Column:  # Commons' substring: a negative start from the end
+        start = F.when(at - 1 < 0, F.greatest(length + at - 1, F.lit(0))).otherwise(at - 1)
+        return _occurrence(F.substring(within, start + 1, 2_147_483_647), sought, occurrence)
+
+    forward = found(text, part, position)
+    backward = found(F.reverse(text), F.reverse(part), -position)
+    result = F.when(position < 0, F.when(backward >= 0, length + position - backward - F.length(part) + 2)).otherwise(
+        F.when(forward >= 0, forward + position))
+    unknown = text.isNull() | part.isNull() | (F.abs(position) > length)
+    return F.when(unknown, F.lit(0)).otherwise(F.coalesce(result, F.lit(0))).cast("int")
+
+
+_MASK_DEFAULTS = ("X", "x", "n", "-")
+
+
+def _masked(text: Column, chars: tuple) -> Column:
+    """``text`` masked as ksqlDB's ``Masker`` does: every upper-case letter, lower-case letter, digit and other
+    character replaced by its mask character (``chars``, or the defaults; a NULL mask leaves its kind as is); NULL
+    when a mask is not one character (ksqlDB's error)."""
+    upper, lower, digit, other = chars or [F.lit(c) for c in _MASK_DEFAULTS]
+    invalid = F.lit(False)
+    for c in (upper, lower, digit, other):
+        invalid = invalid | (c.isNotNull() & (F.length(c) != 1))
+    kept = F.transform(F.split(text, ""), lambda c: F.when(c.rlike(r"\p{Lu}"), F.coalesce(upper, c))
+                       .when(c.rlike(r"\p{Ll}"), F.coalesce(lower, c)).when(c.rlike(r"\p{Nd}"), F.coalesce(digit, c))
+                       .otherwise(F.coalesce(other, c)))
+    return F.when(~invalid, F.when(text == "", text).otherwise(F.array_join(kept, "")))
+
+
+def _mask_part(kind: str):
+    """ksqlDB's MASK_KEEP_LEFT, MASK_KEEP_RIGHT, MASK_LEFT and MASK_RIGHT: ``n`` characters at one end kept, or
+    masked, the rest masked, or kept; NULL for a negative ``n`` (ksqlDB's error)."""
+    def translate(e: ast.Call, text: Column, n: Column, *chars: Column) -> Column:
+        length = F.length(text)
+        count = F.least(n, length)
+        cut = count if kind.endswith("LEFT") else length - count  # the characters before the cut, and after it
+        head, tail = F.substring(text, 1, cut), F.substring(text, cut + 1, 2_147_483_647)
+        masks_head = kind in ("MASK_LEFT", "MASK_KEEP_RIGHT")
+        parts = [_masked(head, chars), tail] if masks_head else [head, _masked(tail, chars)]
+        return F.when(n >= 0, F.concat(*parts))
+
+    return translate
+
+
+def _encode(e: ast.Call, text: Column, source: Column, target: Column) -> Column:
+    """ksqlDB's ENCODE: text in one of hex, utf8, ascii and base64 rewritten in another of them (NULL for the same
+    one twice or another name, as ksqlDB fails the call). ASCII writes '?' for what it cannot hold and reads
+    U+FFFD for a byte it does not know, as Java's charsets do; hex may start with 0x or be quoted as X'..'."""
+    source, target = F.lower(source), F.lower(target)
+    rest = F.substring(text, 3, 2_147_483_647)
+    hex_text = (F.when(text.rlike("^0x"), F.when(F.length(text) % 2 != 0, F.concat(F.lit("0"), rest)).otherwise(rest))
+                .when(text.rlike("^[xX]'.*'$"), F.substring(text, F.lit(3), F.length(text) - 3)).otherwise(text))
+    even = F.length(hex_text) % 2 == 0  # Commons Codec refuses an odd count of digits (Spark's reader pads them)
+    data = (F.when((source == "hex") & even, _spark("try_to_binary", hex_text, F.lit("hex")))
+            .when(source == "utf8", F.encode(text, "UTF-8"))
+            .when(source == "ascii", F.encode(F.regexp_replace(text, r"[^\x00-\x7F]", "?"), "US-ASCII"))
+            .when(source == "base64", _spark("try_to_binary", text, F.lit("base64"))))
+    written = (F.when(target == "hex", F.lower(F.hex(data)))
+               .when(target == "utf8", F.decode(data, "UTF-8"))
+               .when(target == "ascii", F.regexp_replace(F.decode(data, "ISO-8859-1"), r"[\x80-\xFF]", "\uFFFD"))
+               .when(target == "base64", F.base64(data)))
+    return F.when(source != target, written)  # ksqlDB knows no encoding into itself
+
+
 def _field(e: ast.Call, text: Column, *among: Column) -> Column:
     """ksqlDB's FIELD: the 1-based position of ``text`` among the other arguments, 0 when it is not there or NULL."""
     if not among:
@@ -799,6 +916,12 @@ _TRANSLATIONS = {
     "FORMAT_TIME": lambda e, time, fmt: _spark("date_format", _spark("timestamp_millis", _spark("time_to_millis", time)),
                                                fmt),
     "PARSE_TIME": lambda e, text, fmt: _time_of_day(F.unix_millis(_spark("try_to_timestamp", text, fmt))),
+    "KSQL_SLICE": _slice,
+    "KSQL_REGEXP_EXTRACT_ALL": _regexp_matches,
+    "KSQL_REGEXP_EXTRACT": lambda e, *args: F.get(_regexp_matches(e, *args), 0),
+    "KSQL_CHR": _chr, "KSQL_INSTR": _instr, "KSQL_ENCODE": _encode,
+    "KSQL_MASK": lambda e, text, *chars: _masked(text, chars),
+    **{kind: _mask_part(kind) for kind in MASKS},
     "KSQL_ARRAY_JOIN": lambda e, array, delimiter=None: _spark(
         "array_join", array.cast("array<string>"),
         F.lit(",") if delimiter is None else F.coalesce(delimiter, F.lit("")), F.lit("null")),

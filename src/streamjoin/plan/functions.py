@@ -74,6 +74,13 @@ KSQL_VARIANTS = {
     "LPAD": "KSQL_LPAD",  # NULL for a negative length or an empty padding (Spark's: '' and the text itself)
     "RPAD": "KSQL_RPAD",
     "ARRAY_SORT": "KSQL_ARRAY_SORT",  # ARRAY_SORT(a, 'ASC' | 'DESC'), NULLs last either way (Spark's takes a comparator)
+    "SLICE": "KSQL_SLICE",  # SLICE(a, from, to): 1-based, both ends kept (Spark's: a start and a length)
+    "REGEXP_EXTRACT": "KSQL_REGEXP_EXTRACT",  # (pattern, text[, group]), NULL without a match (Spark's: text first, '')
+    "REGEXP_EXTRACT_ALL": "KSQL_REGEXP_EXTRACT_ALL",  # (pattern, text[, group])
+    "CHR": "KSQL_CHR",  # a Unicode code point, or its '\\uXXXX' text (Spark's and Flink's: a byte, modulo 256)
+    "INSTR": "KSQL_INSTR",  # INSTR(text, part[, position[, occurrence]]), 0 for NULL (Spark's: two arguments)
+    "MASK": "KSQL_MASK",  # every other character masked too, '-' by default (Spark's keeps them)
+    "ENCODE": "KSQL_ENCODE",  # ENCODE(text, from, to) between hex, utf8, ascii and base64 (Spark's makes BYTES)
 }
 # ksqlDB's aggregates that are another aggregate of their argument, or of a value made from it (``ksql_variants``)
 KSQL_AGGREGATE_FORMS = {
@@ -89,7 +96,14 @@ TRANSLATED.update(LAMBDA_FUNCTIONS)
 TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "KSQL_RPAD": (3, 3),
                    "KSQL_ARRAY_SORT": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
                    "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2),
-                   "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3), "KSQL_ARRAY_JOIN": (1, 2)})
+                   "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3), "KSQL_ARRAY_JOIN": (1, 2),
+                   "KSQL_SLICE": (3, 3), "KSQL_REGEXP_EXTRACT": (2, 3), "KSQL_REGEXP_EXTRACT_ALL": (2, 3), "KSQL_CHR": (1, 1),
+                   "KSQL_INSTR": (2, 4), "KSQL_MASK": (1, 5), "KSQL_ENCODE": (3, 3)})
+# ksqlDB's masking functions (``Masker``): the text, for all but MASK a number of characters, then either no mask
+# characters (its defaults: 'X', 'x', 'n', '-') or all four (upper case, lower case, digit, other; NULL: left as is)
+MASKS = ("MASK_KEEP_LEFT", "MASK_KEEP_RIGHT", "MASK_LEFT", "MASK_RIGHT")
+TRANSLATED.update(dict.fromkeys(MASKS, (2, 6)))
+EXACT_COUNTS = {"KSQL_MASK": (1, 5), **dict.fromkeys(MASKS, (2, 6))}  # argument counts where not every one between
 
 # planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
 # one row per position of their arrays, ``lower.lowering``)
@@ -176,7 +190,9 @@ RESULT_TYPES = {
     **dict.fromkeys(("SQRT", "EXP", "LN", "POWER", "KSQL_LN", "KSQL_LOG"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
-                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM"), "string"),
+                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM", "KSQL_REGEXP_EXTRACT", "KSQL_CHR",
+                     "KSQL_MASK", "KSQL_ENCODE", *MASKS), "string"),
+    "KSQL_REGEXP_EXTRACT_ALL": "array<string>", "KSQL_INSTR": "int",
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "FIELD": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
     "PARSE_DATE": "date", "FROM_DAYS": "date", "IS_JSON_STRING": "boolean", "JSON_KEYS": "array<string>",
@@ -193,7 +209,8 @@ RESULT_TYPES = {
 # calls whose result has their first argument's type
 SAME_AS_ARGUMENT = frozenset({"AS_VALUE", "ABS", "FLOOR", "CEIL", "CEILING", "COALESCE", "IFNULL", "NVL", "NULLIF", "GREATEST",
                               "LEAST", "ARRAY_CONCAT", "MAP_UNION", "ARRAY_DISTINCT", "ARRAY_EXCEPT", "ARRAY_INTERSECT",
-                              "ARRAY_UNION", "ARRAY_REMOVE", "ARRAY_SORT", "KSQL_ARRAY_SORT", "KSQL_LPAD", "KSQL_RPAD"})
+                              "ARRAY_UNION", "ARRAY_REMOVE", "ARRAY_SORT", "KSQL_ARRAY_SORT", "KSQL_LPAD", "KSQL_RPAD",
+                              "KSQL_SLICE"})
 
 
 def call_type(name: str, argument_types: list[str]) -> str:
@@ -293,7 +310,8 @@ def arity_problem(call) -> str | None:
     ksqlDB's words (its types as ksqlDB names them), or None."""
     fewest, most = TRANSLATED.get(call.name) or ARITY.get(call.name, (0, 1 << 30))
     unit_missing = call.name in UNIT_ARGUMENT and not (call.args and isinstance(call.args[0], ast.TimeUnit))
-    if fewest <= len(call.args) <= most and not unit_missing:
+    exact = EXACT_COUNTS.get(call.name)
+    if fewest <= len(call.args) <= most and not unit_missing and (exact is None or len(call.args) in exact):
         return None
     from .types import ksql_type_name
 
