@@ -739,8 +739,8 @@ def _slice(e: ast.Call, array: Column, start: Column, end: Column) -> Column:
     """ksqlDB's SLICE: the elements from position ``start`` to ``end``, both kept, 1-based (a NULL bound: the array's
     first or last); NULL when the bounds fall outside the array or cross (``List.subList``'s refusal)."""
     first, last = F.coalesce(start - 1, F.lit(0)), F.coalesce(end, F.size(array))
-    return F.when(array.isNull() | (first < 0) | (last > F.size(array)) | (first > last), F.lit(None)).otherwise(
-        F.slice(array, first + 1, last - first))
+    within = array.isNotNull() & (first >= 0) & (last <= F.size(array)) & (first <= last)
+    return F.when(within, F.slice(array, first + 1, last - first))
 
 
 def _regexp_matches(e: ast.Call, pattern: Column, text: Column, group: Optional[Column] = None) -> Column:
@@ -813,7 +813,7 @@ def _masked(text: Column, chars: tuple) -> Column:
     kept = F.transform(F.split(text, ""), lambda c: F.when(c.rlike(r"\p{Lu}"), F.coalesce(upper, c))
                        .when(c.rlike(r"\p{Ll}"), F.coalesce(lower, c)).when(c.rlike(r"\p{Nd}"), F.coalesce(digit, c))
                        .otherwise(F.coalesce(other, c)))
-    return F.when(~invalid, F.when(text == "", text).otherwise(F.array_join(kept, "")))
+    return F.when(~invalid, F.when(text == "", text).otherwise(F.array_join(kept, "")))  # "" splits into [""]
 
 
 def _mask_part(kind: str):
