@@ -916,6 +916,9 @@ _TRANSLATIONS = {
     "FORMAT_TIME": lambda e, time, fmt: _spark("date_format", _spark("timestamp_millis", _spark("time_to_millis", time)),
                                                fmt),
     "PARSE_TIME": lambda e, text, fmt: _time_of_day(F.unix_millis(_spark("try_to_timestamp", text, fmt))),
+    "KSQL_CONCAT_WS": lambda e, separator, *values: _spark("concat_ws", separator, *values)
+    if static_type(e) != "binary" else F.when(separator.isNotNull(), F.unhex(_spark(  # bytes joined as hex
+        "array_join", F.transform(F.filter(F.array(*values), lambda v: v.isNotNull()), F.hex), F.hex(separator)))),
     "KSQL_SLICE": _slice,
     "KSQL_REGEXP_EXTRACT_ALL": _regexp_matches,
     "KSQL_REGEXP_EXTRACT": lambda e, *args: F.get(_regexp_matches(e, *args), 0),

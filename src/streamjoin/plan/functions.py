@@ -81,6 +81,7 @@ KSQL_VARIANTS = {
     "INSTR": "KSQL_INSTR",  # INSTR(text, part[, position[, occurrence]]), 0 for NULL (Spark's: two arguments)
     "MASK": "KSQL_MASK",  # every other character masked too, '-' by default (Spark's keeps them)
     "ENCODE": "KSQL_ENCODE",  # ENCODE(text, from, to) between hex, utf8, ascii and base64 (Spark's makes BYTES)
+    "CONCAT_WS": "KSQL_CONCAT_WS",  # of BYTES too (Spark's: of text)
 }
 # ksqlDB's aggregates that are another aggregate of their argument, or of a value made from it (``ksql_variants``)
 KSQL_AGGREGATE_FORMS = {
@@ -97,8 +98,9 @@ TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "
                    "KSQL_ARRAY_SORT": (1, 2), "KSQL_ARRAY_SUM": (1, 1), "KSQL_TRIM": (1, 1),
                    "KSQL_CONCAT": (1, 1 << 30), "KSQL_ROUND": (1, 2), "KSQL_TRUNC": (1, 2),
                    "KSQL_FROM_UNIXTIME": (1, 1), "KSQL_CONVERT_TZ": (3, 3), "KSQL_ARRAY_JOIN": (1, 2),
-                   "KSQL_SLICE": (3, 3), "KSQL_REGEXP_EXTRACT": (2, 3), "KSQL_REGEXP_EXTRACT_ALL": (2, 3), "KSQL_CHR": (1, 1),
-                   "KSQL_INSTR": (2, 4), "KSQL_MASK": (1, 5), "KSQL_ENCODE": (3, 3)})
+                   "KSQL_SLICE": (3, 3), "KSQL_REGEXP_EXTRACT": (2, 3), "KSQL_REGEXP_EXTRACT_ALL": (2, 3),
+                   "KSQL_CHR": (1, 1), "KSQL_INSTR": (2, 4), "KSQL_MASK": (1, 5), "KSQL_ENCODE": (3, 3),
+                   "KSQL_CONCAT_WS": (2, 1 << 30)})
 # ksqlDB's masking functions (``Masker``): the text, for all but MASK a number of characters, then either no mask
 # characters (its defaults: 'X', 'x', 'n', '-') or all four (upper case, lower case, digit, other; NULL: left as is)
 MASKS = ("MASK_KEEP_LEFT", "MASK_KEEP_RIGHT", "MASK_LEFT", "MASK_RIGHT")
@@ -190,8 +192,8 @@ RESULT_TYPES = {
     **dict.fromkeys(("SQRT", "EXP", "LN", "POWER", "KSQL_LN", "KSQL_LOG"), "double"),
     "ARRAY_CONTAINS": "boolean", "UNIX_TIMESTAMP": "bigint",
     **dict.fromkeys(("TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "DATETOSTRING", "FORMAT_DATE", "EXTRACTJSONFIELD",
-                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM", "KSQL_REGEXP_EXTRACT", "KSQL_CHR",
-                     "KSQL_MASK", "KSQL_ENCODE", *MASKS), "string"),
+                     "CONCAT_WS", "KSQL_ARRAY_JOIN", "UUID", "KSQL_CONCAT", "KSQL_TRIM", "KSQL_CONCAT_WS",
+                     "KSQL_REGEXP_EXTRACT", "KSQL_CHR", "KSQL_MASK", "KSQL_ENCODE", *MASKS), "string"),
     "KSQL_REGEXP_EXTRACT_ALL": "array<string>", "KSQL_INSTR": "int",
     "STRINGTOTIMESTAMP": "bigint", "STRINGTODATE": "int", "FIELD": "int", "UNIX_DATE": "int", "JSON_ARRAY_LENGTH": "int",
     "PARSE_TIMESTAMP": "timestamp", "KSQL_FROM_UNIXTIME": "timestamp", "KSQL_CONVERT_TZ": "timestamp",
@@ -218,7 +220,7 @@ def call_type(name: str, argument_types: list[str]) -> str:
     if name == "SPLIT" and argument_types[:1] == ["binary"]:  # ksqlDB's SPLIT of BYTES at BYTES
         return "array<binary>"
     typed = [t for t in argument_types if t not in ("", "void")]  # a NULL literal has no type of its own
-    if name == "KSQL_CONCAT" and typed and all(t == "binary" for t in typed):  # of BYTES: BYTES
+    if name in ("KSQL_CONCAT", "KSQL_CONCAT_WS") and typed and all(t == "binary" for t in typed):  # of BYTES: BYTES
         return "binary"
     if name in RESULT_TYPES:
         return RESULT_TYPES[name]
