@@ -105,7 +105,7 @@ TRANSLATED.update({"KSQL_LN": (1, 1), "KSQL_LOG": (1, 2), "KSQL_LPAD": (3, 3), "
 # characters (its defaults: 'X', 'x', 'n', '-') or all four (upper case, lower case, digit, other; NULL: left as is)
 MASKS = ("MASK_KEEP_LEFT", "MASK_KEEP_RIGHT", "MASK_LEFT", "MASK_RIGHT")
 TRANSLATED.update(dict.fromkeys(MASKS, (2, 6)))
-EXACT_COUNTS = {"KSQL_MASK": (1, 5), **dict.fromkeys(MASKS, (2, 6))}  # argument counts where not every one between
+ENDS_ONLY = frozenset({"KSQL_MASK", *MASKS})  # take their fewest or their most arguments, no count between
 
 # planned, not called: time windows and their bounds, PROCTIME(), AS_VALUE, and ksqlDB's table functions (lowered as
 # one row per position of their arrays, ``lower.lowering``)
@@ -312,8 +312,8 @@ def arity_problem(call) -> str | None:
     ksqlDB's words (its types as ksqlDB names them), or None."""
     fewest, most = TRANSLATED.get(call.name) or ARITY.get(call.name, (0, 1 << 30))
     unit_missing = call.name in UNIT_ARGUMENT and not (call.args and isinstance(call.args[0], ast.TimeUnit))
-    exact = EXACT_COUNTS.get(call.name)
-    if fewest <= len(call.args) <= most and not unit_missing and (exact is None or len(call.args) in exact):
+    between = call.name in ENDS_ONLY and fewest < len(call.args) < most
+    if fewest <= len(call.args) <= most and not unit_missing and not between:
         return None
     from .types import ksql_type_name
 
