@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-records-per-batch", type=int, default=0, help="cap each micro-batch at N input records")
     run.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                      help="read and write Kafka topics on this broker (default: the embedded topics)")
+    run.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
+                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
+                          "one key=value a line, as Kafka's tools take them")
     run.add_argument("--reset", action="append", default=[], metavar="QUERY",
                      help="start this query over (its checkpoint is deleted; its sink receives its output again)")
     run.add_argument("--ui", action="store_true", help="serve Spark's web UI (its address is in the status view)")
@@ -47,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     shell.add_argument("--master", help="Spark master URL (default local[2])")
     shell.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                        help="read and write Kafka topics on this broker (default: the embedded topics)")
+    shell.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
+                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
+                          "one key=value a line, as Kafka's tools take them")
 
     explain = sub.add_parser("explain", help="show what each query of a script runs: as text, or drawn as a graph")
     explain.add_argument("script")
@@ -59,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
     topic = sub.add_parser("topic", help="embedded topics, or a broker's with --bootstrap-servers")
     topic.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"))
+    topic.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
+                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
+                          "one key=value a line, as Kafka's tools take them")
     tsub = topic.add_subparsers(dest="topic_command", required=True)
     produce = tsub.add_parser("produce", help="append JSON lines from stdin to a topic")
     produce.add_argument("name", nargs="?", help="the topic (with --envelope, a line's own \"topic\" wins)")
@@ -124,7 +133,7 @@ def _run(args) -> int:
     from .runtime.progress import LiveView, Status, status_lines, status_table
 
     engine = Engine(_session(args.master, args.ui), home=args.home, records_per_batch=args.max_records_per_batch,
-                    bootstrap_servers=args.bootstrap_servers)
+                    bootstrap_servers=args.bootstrap_servers, kafka_properties=_kafka_properties(args))
     for query_id in args.reset:
         if engine.reset(query_id):
             print(f"query {query_id.upper()} starts over: it reads its inputs from the beginning, and its sink "
@@ -159,13 +168,29 @@ def _run(args) -> int:
     return 0
 
 
+def _kafka_properties(args) -> dict:
+    """The client properties of ``--kafka-properties FILE`` (none without it), refused if unusable."""
+    from .connectors.kafka_client import client_properties, read_properties_file
+    from .errors import StreamjoinError
+
+    if not args.kafka_properties:
+        return {}
+    try:
+        given = read_properties_file(args.kafka_properties)
+        client_properties(given)
+    except (OSError, ValueError) as err:
+        raise StreamjoinError(f"--kafka-properties {args.kafka_properties}: {err}") from None
+    return given
+
+
 def _shell(args) -> int:
     from .shell import Shell, loop
 
     def engine():
         from .runtime.engine import Engine
 
-        return Engine(_session(args.master), home=args.home, bootstrap_servers=args.bootstrap_servers)
+        return Engine(_session(args.master), home=args.home, bootstrap_servers=args.bootstrap_servers,
+                      kafka_properties=_kafka_properties(args))
 
     return loop(Shell(engine), args.home)
 
@@ -233,7 +258,7 @@ def _explain(args) -> int:
 def _topic(args) -> int:
     from .topics import Topics
 
-    with Topics(args.home, bootstrap_servers=args.bootstrap_servers) as topics:
+    with Topics(args.home, bootstrap_servers=args.bootstrap_servers, kafka_properties=_kafka_properties(args)) as topics:
         if args.topic_command == "list":
             for name in topics.list():
                 print(name)

@@ -140,6 +140,8 @@ class Shell:
     # ------------------------------------------------------------------ commands
 
     def _show(self, what: str) -> None:
+        from .connectors.kafka_client import masked, masked_text
+
         engine = self.engine
         what = what.upper()
         if what in ("STREAMS", "TABLES"):
@@ -151,9 +153,9 @@ class Shell:
         elif what == "QUERIES":
             self.table(["Query ID", "Status", "Sink", "Statement"],
                        [(q.query_id, "RUNNING" if q.spark_query.isActive else "STOPPED", q.sink,
-                         " ".join(q.planned.statement.text.split())) for q in engine.queries])
+                         " ".join(masked_text(q.planned.statement.text).split())) for q in engine.queries])
         else:
-            self.table(["Property", "Value"], sorted(engine.catalog.properties.items()))
+            self.table(["Property", "Value"], sorted((k, masked(k, v)) for k, v in engine.catalog.properties.items()))
 
     def _describe_extended(self, name: str) -> None:
         from .plan.nodes import Scan, walk

@@ -23,14 +23,17 @@ BROKER = re.compile(r"[\w.-]+:\d+(,[\w.-]+:\d+)*")  # host:port[,host:port...]: 
 
 class Topics:
     """The topics of a home's embedded store (``where``: the home, as ``--home``: a path or ``file://`` URI) or of
-    a Kafka broker (``where`` of the form host:port, or ``bootstrap_servers``)."""
+    a Kafka broker (``where`` of the form host:port, or ``bootstrap_servers``), reached with ``kafka_properties``
+    (client properties: security settings, in librdkafka's or Java clients' names)."""
 
-    def __init__(self, where: str = ".streamjoin", *, bootstrap_servers: Optional[str] = None):
+    def __init__(self, where: str = ".streamjoin", *, bootstrap_servers: Optional[str] = None,
+                 kafka_properties: Optional[dict] = None):
         if bootstrap_servers is None and BROKER.fullmatch(where):
             bootstrap_servers = where
         if bootstrap_servers:
-            from .connectors.kafka_client import KafkaTopics
+            from .connectors.kafka_client import KafkaTopics, client_properties, use_client_properties
 
+            use_client_properties(bootstrap_servers, client_properties(kafka_properties or {}))
             self.store: Any = KafkaTopics(bootstrap_servers)
         else:
             from .connectors.topic_store import TopicStore

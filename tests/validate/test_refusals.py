@@ -15,7 +15,7 @@ CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', 
 CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
 CREATE TABLE F (ID INT PRIMARY KEY, N STRING) WITH (path='/data/f.json', value_format='JSON');
 CREATE TABLE Orders (id STRING, x INT, t TIMESTAMP(3), t2 TIMESTAMP(3), p AS PROCTIME(), WATERMARK FOR t AS t)
-  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json');
+  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json', 'properties.sasl.username' = 'alice');
 CREATE TABLE Ships (oid STRING, x INT, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '1' MINUTE)
   WITH ('connector' = 'kafka', 'topic' = 'ships', 'format' = 'json');
 CREATE TABLE NoWm (oid STRING, t TIMESTAMP(3)) WITH ('connector' = 'kafka', 'topic' = 'nowm', 'format' = 'json');
@@ -597,6 +597,14 @@ REFUSED = [
      "event-time", "a field of the record's key or value, not an expression"),
     ("Lenses: EVENTTIME BY a text key", "INSERT INTO o SELECT STREAM player FROM games EVENTTIME BY _key;",
      "event-time", "not STRING"),
+    ("a Java truststore as a Kafka client property", "SET 'kafka.ssl.truststore.location' = '/etc/kafka/trust.jks';",
+     "invalid-setting", "give the CA certificates as a PEM file in 'ssl.ca.location'"),
+    ("a Kafka table's OAuth login", "CREATE TABLE K (id STRING) WITH ('connector' = 'kafka', 'topic' = 'k', 'format' = "
+     "'json', 'properties.sasl.jaas.config' = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+     "required;');", "kafka-property", "not OAuthBearerLoginModule"),
+    ("Kafka tables with other client properties", "CREATE TABLE K (id STRING) WITH ('connector' = 'kafka', 'topic' = "
+     "'k', 'format' = 'json', 'properties.sasl.username' = 'bob');", "kafka-property",
+     "K's 'properties.sasl.username' differs from ORDERS's: a script's Kafka tables are read from one broker"),
 ]
 
 
@@ -786,6 +794,9 @@ SETTINGS = [
     ("SET 'no.such.thing' = 'x';", "no.such.thing = x: ignored: not a setting streamjoin reads"),
     ("SET 'ksql.functions.collect_list.limit' = '5';", "ksql.functions.collect_list.limit = 5: how many values "
      "COLLECT_LIST keeps"),
+    ("SET 'kafka.sasl.password' = 'not-shown';", "kafka.sasl.password = ***: a Kafka client property: every consumer, "
+     "producer and admin client of the script takes it"),
+    ("SET 'kafka.group.id' = 'mine';", "kafka.group.id = mine: ignored: streamjoin sets this Kafka client property"),
 ]
 
 

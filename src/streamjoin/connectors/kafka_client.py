@@ -14,11 +14,19 @@ mark such records with ``ZERO_TIME_HEADER`` and its readers restore the 0.
 Records that streamjoin's own producers write (the conformance runner, ``streamjoin topic produce``)
 carry their producer sequence in the header ``ORDER_HEADER``; a query can be told to order its inputs by
 it (``streamjoin.ingestion.order`` = ``produced``) instead of by timestamp.
+
+Every client streamjoin makes (consumers, producers, admin clients; on the driver and in the source's Python
+workers) also takes the deployment's *client properties*: security settings above all (``security.protocol``,
+``sasl.*``, ``ssl.*``), in librdkafka's names, Java clients' names translated (``client_properties``). A process
+registers them for a broker (``use_client_properties``) before it makes a client for it: the engine for the
+driver, the source reader from its options for its Python workers. Values of secret properties are shown
+as ``***`` (``masked``) wherever a setting is shown.
 """
 from __future__ import annotations
 
 import bisect
 import contextlib
+import re
 import time
 from typing import Iterable, Optional, Sequence
 
@@ -59,11 +67,116 @@ class BrokerError(StreamjoinError):
     """The broker could not be reached, or did not answer as expected."""
 
 
+# ------------------------------------------------------------------ client properties
+
+SECRET = re.compile(r"(?i)password|secret|jaas|token|credential|key\.pem")  # properties whose values are never shown
+# chosen by streamjoin for what it does (offsets in the checkpoint, exactly-once writes, the broker to use), so a
+# deployment's value is left out; serializers are Java clients' own
+OWNED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store",
+                   "enable.partition.eof", "auto.offset.reset", "enable.idempotence", "key.serializer",
+                   "value.serializer", "key.deserializer", "value.deserializer"})
+_JAAS_VALUE = r'"(?:[^"\\]|\\.)*"|[^\s;"]+'  # a login option's value: quoted (with \\ escapes), or a word
+_JAAS = re.compile(r'\s*([\w.$]+)\s+(?:required|requisite|sufficient|optional)((?:\s+[\w.]+\s*=\s*(?:' + _JAAS_VALUE + r'))*)\s*;?\s*')
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(' + _JAAS_VALUE + ')')
+_PASSWORD_LOGINS = ("PlainLoginModule", "ScramLoginModule")
+_CLIENT_PROPERTIES: dict[str, dict] = {}  # broker (bootstrap list) -> the client properties this process uses for it
+
+
+def client_properties(given: dict) -> dict:
+    """``given`` client properties (Java clients' or librdkafka's names) as librdkafka takes them: a
+    ``sasl.jaas.config`` with a PLAIN or SCRAM login module becomes ``sasl.username`` and ``sasl.password``,
+    Java's empty ``ssl.endpoint.identification.algorithm`` is librdkafka's ``none``, a PKCS#12 keystore's type is
+    dropped (librdkafka's ``ssl.keystore.location`` is PKCS#12); ``OWNED`` ones are left out. Raises ValueError
+    for what librdkafka cannot take (a Java truststore, another login module), naming the property."""
+    out: dict = {}
+    for name, value in given.items():
+        name, value = name.strip(), str(value)
+        lowered = name.lower()
+        if lowered in OWNED:
+            continue
+        if lowered == "sasl.jaas.config":
+            out.update(_jaas_credentials(value))
+        elif lowered.startswith("ssl.truststore."):
+            raise ValueError(f"'{name}': a Java truststore cannot be read here (librdkafka); give the CA certificates "
+                             "as a PEM file in 'ssl.ca.location'")
+        elif lowered == "ssl.keystore.type":
+            if value.upper() != "PKCS12":
+                raise ValueError(f"'{name}' = '{value}': only a PKCS12 keystore can be read here (librdkafka's "
+                                 "'ssl.keystore.location'); or give 'ssl.certificate.location' and 'ssl.key.location'")
+        elif lowered == "ssl.endpoint.identification.algorithm" and not value:
+            out[name] = "none"
+        else:
+            out[name] = value
+    return out
+
+
+def _jaas_credentials(config: str) -> dict:
+    """The user name and password of a Java client's JAAS login (``sasl.jaas.config``)."""
+    login = _JAAS.fullmatch(config)
+    module = login.group(1).rsplit(".", 1)[-1] if login else None
+    if module not in _PASSWORD_LOGINS:
+        raise ValueError(f"'sasl.jaas.config': only a PlainLoginModule or ScramLoginModule login (user name and "
+                         f"password) can be used here, not {module or 'this text'}; for other SASL mechanisms give "
+                         "librdkafka's own properties ('sasl.oauthbearer.*', 'sasl.kerberos.*')")
+    options = {k: re.sub(r"\\(.)", r"\1", v[1:-1]) if v.startswith('"') else v
+               for k, v in _JAAS_OPTION.findall(login.group(2))}
+    missing = [k for k in ("username", "password") if k not in options]
+    if missing:
+        raise ValueError(f"'sasl.jaas.config' names no {' and no '.join(missing)}")
+    return {"sasl.username": options["username"], "sasl.password": options["password"]}
+
+
+def read_properties_file(path: str) -> dict:
+    """A Java properties file (``key=value``, ``key: value`` or ``key value`` lines; ``#`` and ``!`` comments; a
+    line ending in a backslash goes on on the next), as Kafka's tools take client settings (``--command-config``)."""
+    properties, pending = {}, ""
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            line = pending + line.strip()
+            pending = ""
+            if line.endswith("\\") and not line.endswith("\\\\"):
+                pending = line[:-1]
+                continue
+            if not line or line[0] in "#!":
+                continue
+            name, value = re.match(r"((?:[^\\=:\s]|\\.)*)\s*[=:\s]?\s*(.*)", line).groups()
+            properties[_unescaped(name)] = _unescaped(value)
+    return properties
+
+
+def _unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(m.group(1), m.group(1)), text)
+
+
+def masked(name: str, value) -> str:
+    """A setting's value as it may be shown: ``***`` for a secret one."""
+    return "***" if SECRET.search(name) else str(value)
+
+
+def masked_text(statement: str) -> str:
+    """A statement's text as it may be shown or stored: every ``'name' = 'value'`` (a WITH option, a SET) of a
+    secret name with ``'***'`` as its value."""
+    def mask(m: re.Match) -> str:
+        return m.group(1) + m.group(2) + "'***'" if SECRET.search(m.group(1)) else m.group(0)
+
+    return re.sub(r"('(?:[^']|'')*')(\s*=\s*)'(?:[^']|'')*'", mask, statement)
+
+
+def use_client_properties(bootstrap: str, properties: dict) -> None:
+    """The client properties (``client_properties``' output) every client this process makes for ``bootstrap``
+    takes from now on."""
+    _CLIENT_PROPERTIES[bootstrap] = dict(properties)
+
+
+def _configured(bootstrap: str, defaults: dict, extra: dict) -> dict:
+    """A client's configuration: streamjoin's defaults, the broker's client properties, then the call's own."""
+    return {**defaults, **_CLIENT_PROPERTIES.get(bootstrap, {}), **extra, "bootstrap.servers": bootstrap}
+
+
 def consumer(bootstrap: str, **extra):
     from confluent_kafka import Consumer
 
-    config = {
-        "bootstrap.servers": bootstrap,
+    return Consumer(_configured(bootstrap, {
         "group.id": "streamjoin",  # required by the client; offsets live in Spark's checkpoint, not the group
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -71,9 +184,7 @@ def consumer(bootstrap: str, **extra):
         "auto.offset.reset": "error",  # an offset the broker no longer has is reported, never skipped
         "fetch.wait.max.ms": 10,
         "log_level": 3,
-    }
-    config.update(extra)
-    return Consumer(config)
+    }, extra))
 
 
 _IDLE_READERS: dict[str, list] = {}  # bootstrap -> [(consumer, {topic: id} it has read)] not in use
@@ -123,23 +234,20 @@ def probe(bootstrap: str):
 def producer(bootstrap: str, **extra):
     from confluent_kafka import Producer
 
-    config = {
-        "bootstrap.servers": bootstrap,
+    return Producer(_configured(bootstrap, {
         "enable.idempotence": True,  # per partition: in order, no duplicates from retries
         "partitioner": "murmur2_random",  # what Java clients (Kafka Streams, ksqlDB) pick for a key
         "linger.ms": 20,
         "batch.num.messages": 10000,
         "queue.buffering.max.messages": 1_000_000,
         "log_level": 3,
-    }
-    config.update(extra)
-    return Producer(config)
+    }, extra))
 
 
-def admin(bootstrap: str):
+def admin(bootstrap: str, **extra):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return AdminClient(_configured(bootstrap, {"log_level": 3}, extra))
 
 
 LOST = -1  # high_watermarks: the start offset is past the partition's end (its records are gone)
@@ -377,7 +485,8 @@ class KafkaTopics:
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
-        self._admin = admin(bootstrap)
+        self._errors: list = []  # what the admin client reported on its own (a failed login, a TLS handshake)
+        self._admin = admin(bootstrap, error_cb=self._errors.append)
         self._consumer = None
         self._probe = None
         self._sequence = 0
@@ -391,6 +500,12 @@ class KafkaTopics:
         try:
             return self._admin.list_topics(topic=topic, timeout=10)
         except Exception as err:  # noqa: BLE001 - confluent raises KafkaException
+            self._errors.clear()
+            self._admin.poll(0.5)  # the client's own reports say why: a refused login is only "transport failure" here
+            refused = [e.str() for e in self._errors if e.name() in ("_AUTHENTICATION", "_SSL")]
+            if refused:
+                raise BrokerError(f"the Kafka broker at {self.bootstrap} refused the connection: {refused[0]} (see the "
+                                  "client properties: security.protocol, sasl.*, ssl.*)") from None
             raise BrokerError(f"cannot reach the Kafka broker at {self.bootstrap}: {err}") from None
 
     def topics(self) -> list[str]:

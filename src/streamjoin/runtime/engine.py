@@ -25,9 +25,9 @@ from ..connectors.late_records import LateRecords
 from ..connectors.dead_letters import DeadLetters
 from ..connectors.embedded_sink import topic_writer
 from ..connectors.kafka_sink import kafka_writer
-from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics
+from ..connectors.kafka_client import BOOTSTRAP_ENV, BOOTSTRAP_PROPERTY, KafkaTopics, masked_text, use_client_properties
 from ..connectors.topic_store import TopicStore
-from ..errors import StatementError
+from ..errors import StatementError, StreamjoinError
 from ..lower.lowering import SourceOptions, lower, read_inputs, side_topics
 from ..lower import operator_table
 from ..lower.sink import database_rows, encode, key_writer, value_writer
@@ -35,7 +35,8 @@ from ..operators.base import LoweringContext
 from ..plan.catalog import Catalog
 from ..plan.nodes import Scan, walk
 from ..plan.inference import first_pairs
-from ..plan.settings import DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MODE, interval_ms, trigger_interval
+from ..plan.settings import (DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MODE, interval_ms, kafka_client_properties,
+                             table_client_properties, trigger_interval)
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
@@ -90,6 +91,7 @@ class Engine:
     home: str = field(default_factory=lambda: os.environ.get("STREAMJOIN_HOME", DEFAULT_HOME))
     records_per_batch: int = 0  # 0: everything available in one micro-batch
     bootstrap_servers: str | None = field(default_factory=lambda: os.environ.get(BOOTSTRAP_ENV) or None)
+    kafka_properties: dict = field(default_factory=dict, repr=False)  # the deployment's Kafka client properties
     catalog: Catalog = field(default_factory=Catalog)
     queries: list[RunningQuery] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
@@ -101,6 +103,7 @@ class Engine:
         if self.bootstrap_servers:
             self.catalog.properties.setdefault(BOOTSTRAP_PROPERTY, self.bootstrap_servers)
         self.store: TopicStore | KafkaTopics | None = None
+        self._client: dict = {}  # the client properties the store's broker is reached with
         self._use_broker()
         if self.store is None:
             self.store = TopicStore(embedded_root(self.home))
@@ -114,10 +117,22 @@ class Engine:
         return embedded_root(self.home) if local_path(self.home) is not None else None
 
     def _use_broker(self) -> None:
-        """Topics live on the broker named by ``bootstrap.servers`` (flag, environment or SET), if any."""
+        """Topics live on the broker named by ``bootstrap.servers`` (flag, environment or SET), if any, reached
+        with the script's client properties (``plan.settings.kafka_client_properties``)."""
         bootstrap = self.catalog.properties.get(BOOTSTRAP_PROPERTY)
-        if bootstrap and getattr(self.store, "bootstrap", None) != bootstrap:
-            self.store = KafkaTopics(bootstrap)
+        if not bootstrap:
+            return
+        client = self._client_properties()
+        if getattr(self.store, "bootstrap", None) != bootstrap or client != self._client:
+            use_client_properties(bootstrap, client)
+            self.store, self._client = KafkaTopics(bootstrap), client
+
+    def _client_properties(self) -> dict:
+        tables = [table_client_properties(s.properties) for s in self.catalog.sources.values()]
+        try:
+            return kafka_client_properties(self.catalog.properties, tables, self.kafka_properties)
+        except ValueError as err:  # the deployment's: a script's own are refused when planned
+            raise StreamjoinError(f"Kafka client properties: {err}") from None
 
     def _sample(self, topic: str) -> list:
         """The first (key, value) records of ``topic`` (none when there is no such topic), to infer its schema."""
@@ -321,7 +336,8 @@ class Engine:
         options = SourceOptions(self.topics_root, self.records_per_batch, time_buckets=buckets, bootstrap=bootstrap,
                                 starting_offsets=str(properties.get(OFFSET_RESET, "earliest")).lower(),
                                 ingestion_order=properties.get(INGESTION_ORDER, "timestamp"),
-                                fail_on_data_loss=properties.get(DATA_LOSS, "true").lower() != "false")
+                                fail_on_data_loss=properties.get(DATA_LOSS, "true").lower() != "false",
+                                client_properties=tuple(sorted(self._client.items())))
         dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
         letters: list[DeadLetters] = []  # one per scan, made while lowering
 
@@ -346,7 +362,7 @@ class Engine:
 
 
 def _fingerprint(planned: PlannedQuery) -> dict:
-    text = planned.statement.text
+    text = masked_text(planned.statement.text)  # stored in the checkpoint: no secret in it
     if isinstance(planned.statement.statement, ast.CreatePump):  # STARTED / STOPPED is no change to the query
         text = text[re.search(r"(?i)\bas\s+insert\b", text).start():]
     return fingerprint(text, [n.source for n in walk(planned.plan) if isinstance(n, Scan)],
