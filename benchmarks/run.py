@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 BENCHMARKS = {"stream-stream": "stream_stream", "stream-table": "stream_table", "table-table": "table_table",
               "interval": "interval", "temporal": "temporal", "regular": "regular",
               "sqlstream-range": "sqlstream_range", "kafka-io": "kafka_io", "state-growth": "state_growth",
-              "latency": "latency", "group-window": "group_window", "lookup": "lookup"}
+              "latency": "latency", "group-window": "group_window", "lookup": "lookup", "soak": "soak"}
 
 
 def main(argv=None) -> int:
@@ -30,6 +30,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, default=None,
                         help="micro-batches to cut the input into (default 10; state-growth: 40)")
     parser.add_argument("--json", dest="json_file", help="write the results here")
+    parser.add_argument("--minutes", type=int, default=None, help="soak: how long to feed (default 20)")
     parser.add_argument("--variants", default="", help="comma-separated subset of variants to run")
     parser.add_argument("--phases", action="store_true",
                         help="also report where streamjoin's Python workers spend their time, per input row "
@@ -43,7 +44,8 @@ def main(argv=None) -> int:
     module = importlib.import_module(BENCHMARKS[args.name])
     args.rows = args.rows or getattr(module, "DEFAULT_ROWS", 1_000_000)
     args.batches = args.batches or getattr(module, "DEFAULT_BATCHES", 10)
-    results = module.run(rows=args.rows, batches=args.batches, only=[v for v in args.variants.split(",") if v])
+    timed = {"minutes": args.minutes} if args.minutes else {}  # soak's
+    results = module.run(rows=args.rows, batches=args.batches, only=[v for v in args.variants.split(",") if v], **timed)
     if hasattr(module, "report"):  # a benchmark of its own shape (latency)
         module.report(results)
         _write(args, results)

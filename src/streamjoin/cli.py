@@ -26,9 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-records-per-batch", type=int, default=0, help="cap each micro-batch at N input records")
     run.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                      help="read and write Kafka topics on this broker (default: the embedded topics)")
-    run.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
-                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
-                          "one key=value a line, as Kafka's tools take them")
+    _kafka_properties_option(run)
     run.add_argument("--reset", action="append", default=[], metavar="QUERY",
                      help="start this query over (its checkpoint is deleted; its sink receives its output again)")
     run.add_argument("--ui", action="store_true", help="serve Spark's web UI (its address is in the status view)")
@@ -50,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     shell.add_argument("--master", help="Spark master URL (default local[2])")
     shell.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"),
                        help="read and write Kafka topics on this broker (default: the embedded topics)")
-    shell.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
-                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
-                          "one key=value a line, as Kafka's tools take them")
+    _kafka_properties_option(shell)
 
     explain = sub.add_parser("explain", help="show what each query of a script runs: as text, or drawn as a graph")
     explain.add_argument("script")
@@ -65,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     topic = sub.add_parser("topic", help="embedded topics, or a broker's with --bootstrap-servers")
     topic.add_argument("--bootstrap-servers", default=os.environ.get("STREAMJOIN_BOOTSTRAP_SERVERS"))
-    topic.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
-                     help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
-                          "one key=value a line, as Kafka's tools take them")
+    _kafka_properties_option(topic)
     tsub = topic.add_subparsers(dest="topic_command", required=True)
     produce = tsub.add_parser("produce", help="append JSON lines from stdin to a topic")
     produce.add_argument("name", nargs="?", help="the topic (with --envelope, a line's own \"topic\" wins)")
@@ -166,6 +160,12 @@ def _run(args) -> int:
         engine.stop()
         print("stopped")
     return 0
+
+
+def _kafka_properties_option(parser) -> None:
+    parser.add_argument("--kafka-properties", default=os.environ.get("STREAMJOIN_KAFKA_PROPERTIES"), metavar="FILE",
+                        help="Kafka client properties (security.protocol, sasl.*, ssl.*: librdkafka's or Java's names), "
+                             "one key=value a line, as Kafka's tools take them")
 
 
 def _kafka_properties(args) -> dict:

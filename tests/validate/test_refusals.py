@@ -15,7 +15,8 @@ CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', 
 CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
 CREATE TABLE F (ID INT PRIMARY KEY, N STRING) WITH (path='/data/f.json', value_format='JSON');
 CREATE TABLE Orders (id STRING, x INT, t TIMESTAMP(3), t2 TIMESTAMP(3), p AS PROCTIME(), WATERMARK FOR t AS t)
-  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json', 'properties.sasl.username' = 'alice');
+  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json', 'properties.sasl.username' = 'alice',
+        'properties.group.id' = 'orders-group');
 CREATE TABLE Ships (oid STRING, x INT, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '1' MINUTE)
   WITH ('connector' = 'kafka', 'topic' = 'ships', 'format' = 'json');
 CREATE TABLE NoWm (oid STRING, t TIMESTAMP(3)) WITH ('connector' = 'kafka', 'topic' = 'nowm', 'format' = 'json');
@@ -603,7 +604,7 @@ REFUSED = [
      "'json', 'properties.sasl.jaas.config' = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
      "required;');", "kafka-property", "not OAuthBearerLoginModule"),
     ("Kafka tables with other client properties", "CREATE TABLE K (id STRING) WITH ('connector' = 'kafka', 'topic' = "
-     "'k', 'format' = 'json', 'properties.sasl.username' = 'bob');", "kafka-property",
+     "'k', 'format' = 'json', 'properties.group.id' = 'k-group', 'properties.sasl.username' = 'bob');", "kafka-property",
      "K's 'properties.sasl.username' differs from ORDERS's: a script's Kafka tables are read from one broker"),
 ]
 

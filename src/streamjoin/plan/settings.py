@@ -103,8 +103,10 @@ def check_setting(name: str, value: str) -> None:
 
 
 def table_client_properties(properties: Iterable[tuple[str, object]]) -> dict:
-    """A Kafka table's client properties: its ``properties.*`` options, without the prefix."""
-    return {k[len(TABLE_CLIENT):]: v for k, v in properties if k.lower().startswith(TABLE_CLIENT)}
+    """A Kafka table's client properties: its ``properties.*`` options, without the prefix (and without those
+    streamjoin sets itself: a Flink table's ``properties.group.id``, ``properties.bootstrap.servers``)."""
+    return {k[len(TABLE_CLIENT):]: v for k, v in properties
+            if k.lower().startswith(TABLE_CLIENT) and k[len(TABLE_CLIENT):].lower() not in OWNED}
 
 
 def kafka_client_properties(settings: dict, tables: Iterable[dict], deployment: dict) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
 
+from ..connectors.kafka_client import client_properties
 from ..errors import StatementError
 from ..sql import ast
 from ..validate.rules import validate
@@ -265,8 +266,6 @@ class StatementPlanner:
     def _check_client_properties(self, info: SourceInfo, pos) -> None:
         """A Kafka table's client properties (``properties.*``) must be ones this client can take, and agree with
         those of the script's other tables: one broker, one set of client properties."""
-        from ..connectors.kafka_client import client_properties
-
         mine = table_client_properties(info.properties)
         try:
             client_properties(mine)
