@@ -15,8 +15,7 @@ CREATE TABLE T (ID INT PRIMARY KEY, V STRING, X INT) WITH (kafka_topic='table', 
 CREATE TABLE U (ID INT PRIMARY KEY, W STRING) WITH (kafka_topic='table2', value_format='JSON');
 CREATE TABLE F (ID INT PRIMARY KEY, N STRING) WITH (path='/data/f.json', value_format='JSON');
 CREATE TABLE Orders (id STRING, x INT, t TIMESTAMP(3), t2 TIMESTAMP(3), p AS PROCTIME(), WATERMARK FOR t AS t)
-  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json', 'properties.sasl.username' = 'alice',
-        'properties.group.id' = 'orders-group');
+  WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json', 'properties.sasl.username' = 'alice', 'properties.group.id' = 'orders-group');
 CREATE TABLE Ships (oid STRING, x INT, t TIMESTAMP(3), WATERMARK FOR t AS t - INTERVAL '1' MINUTE)
   WITH ('connector' = 'kafka', 'topic' = 'ships', 'format' = 'json');
 CREATE TABLE NoWm (oid STRING, t TIMESTAMP(3)) WITH ('connector' = 'kafka', 'topic' = 'nowm', 'format' = 'json');
@@ -598,6 +597,10 @@ REFUSED = [
      "event-time", "a field of the record's key or value, not an expression"),
     ("Lenses: EVENTTIME BY a text key", "INSERT INTO o SELECT STREAM player FROM games EVENTTIME BY _key;",
      "event-time", "not STRING"),
+    ("a math function given text", "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, V, 0) AS D FROM L;",
+     "expression-type", "Function 'geo_distance' does not accept parameters (INTEGER, INTEGER, STRING, INTEGER)."),
+    ("a window bound in WHERE", "CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 SECOND) "
+     "WHERE MIN(WINDOWEND) < 15000 GROUP BY ID;", "unknown-column", "Error in WHERE expression: Unknown column WINDOWEND."),
     ("a Java truststore as a Kafka client property", "SET 'kafka.ssl.truststore.location' = '/etc/kafka/trust.jks';",
      "invalid-setting", "give the CA certificates as a PEM file in 'ssl.ca.location'"),
     ("a Kafka table's OAuth login", "CREATE TABLE K (id STRING) WITH ('connector' = 'kafka', 'topic' = 'k', 'format' = "
@@ -624,6 +627,8 @@ def test_refused_with_rule_and_position(name, query, rule, fragment):
 
 
 ACCEPTED = [
+    "CREATE TABLE W AS SELECT ID, COUNT(*) AS N FROM L WINDOW sessions SESSION (1 MINUTE) GROUP BY ID;",  # a named window
+    "CREATE STREAM C AS SELECT ID, ROUND(X, 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",
     "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L WINDOW SESSION (1 MINUTE) GROUP BY V EMIT FINAL;",
     "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
     "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",

@@ -95,10 +95,11 @@ class Binder:
             node = _check_windowed_inputs(node, select.from_)
             scope = replace(scope, node=node)
         if select.where is not None:
+            with _ksql_unknown_column("WHERE" if ksql else None):  # an unknown column first, as ksqlDB resolves them
+                bound = self.bind_expr(select.where, scope)
             if ex.is_aggregate(select.where):
                 raise StatementError("aggregate functions are not allowed in WHERE", rule="aggregate-in-where", pos=select.where.pos)
-            with _ksql_unknown_column("WHERE" if ksql else None):
-                node = _filtered(node, self.bind_expr(select.where, scope))
+            node = _filtered(node, bound)
             scope = replace(scope, node=node)
         ksql_join = style == "ksql" and select.result_kind is None and isinstance(select.from_, ast.Join)
         ksql_partition = select.partition_by if style == "ksql" and select.result_kind is None and not ksql_join else ()
@@ -527,6 +528,10 @@ def _ksql_unknown_column(clause: Optional[str]):
         if clause is None:
             raise
         column = ksql_aggregation.ksql_text(err.column, qualified=clause != "PARTITION BY")
+        if clause == "WHERE" and column in ("WINDOWSTART", "WINDOWEND"):  # a window bound: known to the Analyzer, not
+            # to the WHERE clause's type check
+            raise StatementError(f"Error in WHERE expression: Unknown column {column}.", rule="unknown-column",
+                                 pos=err.pos) from None
         # ksqlDB's Analyzer adds why for PARTITION BY, which applies to the input, not to the result
         why = (f" '{column}' must be a column in the source schema since PARTITION BY is applied on the input."
                if clause == "PARTITION BY" else "")

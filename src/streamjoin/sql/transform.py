@@ -403,7 +403,7 @@ class AstBuilder(Transformer):
     def named_window(self, meta, name, spec):
         return name, spec
 
-    def time_window(self, meta, kind, *args):
+    def time_window(self, meta, _name, kind, *args):
         kind = kind.upper()
         parts: dict = {}
         for key, interval in args:

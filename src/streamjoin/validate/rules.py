@@ -168,6 +168,8 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
         return _in_list_problem(e, texts)
     if isinstance(e, ast.Call) and e.name in ("GREATEST", "LEAST"):
         return _extremum_problem(e)
+    if isinstance(e, ast.Call) and e.name in _NUMBER_PARAMETERS:
+        return _number_parameters_problem(e)
     if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) or isinstance(e, ast.Call) and e.name == "MAP" and not e.args:
         return _constructor_problem(e)
     if isinstance(e, ast.Cast):
@@ -226,6 +228,25 @@ def _extremum_problem(e: ast.Call) -> Optional[str]:
     if not fitting:
         return f"Function '{name}' does not accept parameters ({shown})."
     return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
+
+
+# ksqlDB's math functions and how many of their leading parameters are numbers (GEO_DISTANCE's fifth is its unit): a
+# STRING (or any other type) never converts to a number for them; Spark's would cast it, giving NULL for 'foo'
+_NUMBER_PARAMETERS = {**dict.fromkeys(("ABS", "ACOS", "ASIN", "ATAN", "ATAN2", "CBRT", "CEIL", "COS", "COSH", "COT",
+                                       "DEGREES", "EXP", "FLOOR", "LN", "LOG", "POWER", "RADIANS", "ROUND", "SIGN", "SIN",
+                                       "SINH", "SQRT", "TAN", "TANH", "TRUNC"), 2), "GEO_DISTANCE": 4}
+
+
+def _number_parameters_problem(e: ast.Call) -> Optional[str]:
+    """ksqlDB's refusal of a math function given a value that is not a number (NULL aside) where it takes one."""
+    def null(a):
+        return isinstance(a, ast.Literal) and a.kind == "null"
+
+    bases = [base_type(ex.static_type(a)) for a in e.args[:_NUMBER_PARAMETERS[e.name]] if not null(a)]
+    if all(not b or b in NUMBERS for b in bases):
+        return None
+    shown = ", ".join("null" if null(a) else ksql_type_name(ex.static_type(a)) for a in e.args)
+    return f"Function '{e.name.lower()}' does not accept parameters ({shown})."
 
 
 _ISSUE_4239 = "(see https://github.com/confluentinc/ksql/issues/4239)"
