@@ -101,7 +101,7 @@ def _feed(store, running: list, minutes: int) -> list[dict]:
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     rows, started, i, records = [], time.monotonic(), 0, 0
-    minute_start, seen_from, records_from = started, 0, 0
+    minute_start, records_from = started, 0
     try:
         while len(rows) < minutes:
             due = started + i / RATE
@@ -115,11 +115,14 @@ def _feed(store, running: list, minutes: int) -> list[dict]:
             sent[i] = began
             i += 1
             if time.monotonic() - minute_start >= 60:
-                window, seen_from = seen[seen_from:], len(seen)
+                window = [seen.pop(0) for _ in range(len(seen))]  # taken as a whole: the watcher only appends
                 rows.append(_minute(len(rows) + 1, (records - records_from) / (time.monotonic() - minute_start),
                                     window, sent, running))
                 print(json.dumps(rows[-1]), flush=True)
                 minute_start, records_from = time.monotonic(), records
+                for old in [n for n in list(sent) if n < i - 300 * RATE]:  # this process's own bookkeeping stays flat too:
+                    del sent[old]  # an id's results come within five minutes or not at all
+                firsts.difference_update({f for f in list(firsts) if f[1] < i - 300 * RATE})
     finally:
         done.set()
         watcher.join()

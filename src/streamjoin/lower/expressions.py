@@ -604,11 +604,12 @@ def _to_json_string(e: ast.Call, value: Column) -> Column:
 
 def _geo_distance(e: ast.Call, lat1, lon1, lat2, lon2, unit=None) -> Column:
     """ksqlDB's GEO_DISTANCE: the great-circle distance by the haversine formula, in km (radius 6371) or, when
-    the fifth argument names miles, in miles (3959); null outside the latitudes and longitudes there are."""
+    the fifth argument names miles, in miles (3959; a NULL unit is km); null outside the latitudes and longitudes
+    there are."""
     radius = F.lit(6371.0)
     if unit is not None:
         name = F.lower(unit)
-        radius = (F.when(name.isin("mi", "mile", "miles"), F.lit(3959.0))
+        radius = (F.when(name.isNull(), F.lit(6371.0)).when(name.isin("mi", "mile", "miles"), F.lit(3959.0))
                   .when(name.isin("km", "kilometer", "kilometers", "kilometre", "kilometres"), F.lit(6371.0)))
     lat1, lon1, lat2, lon2 = (c.cast("double") for c in (lat1, lon1, lat2, lon2))
 
