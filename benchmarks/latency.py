@@ -82,9 +82,12 @@ TOGETHER = ("stateless", "stream-table", "stream-stream", "table-table", "group-
 
 def _together() -> str:
     """The ksqlDB variants' queries in one script, each into its own sink (OUT_<variant>)."""
-    queries = [VARIANTS[name][0].split(";\n")[-1].replace(" OUT ", f" OUT_{name.replace('-', '_').upper()} ")
-               for name in TOGETHER]
-    return CLICKS + VIEWS + USERS + ACCOUNTS + "\n".join(queries)
+    return CLICKS + VIEWS + USERS + ACCOUNTS + "\n".join(map(own_sink_query, TOGETHER))
+
+
+def own_sink_query(name: str) -> str:
+    """The variant's query, into a sink of its own: OUT_<variant>."""
+    return VARIANTS[name][0].split(";\n")[-1].replace(" OUT ", f" OUT_{name.replace('-', '_').upper()} ")
 
 
 def run(*, rows: int, batches: int, only: list[str]) -> dict:
@@ -233,15 +236,24 @@ def _start(spark, name: str, work: str, source: str):
     if name in BASELINES:
         query = _baseline(spark, name, work, source)
         return [query], ["out"], query.stop
+    script = _together() if name == "together" else VARIANTS[name][0]
+    running, stop = run_script(spark, work, script.replace("{path}", os.path.join(work, "users.json")),
+                               source if KAFKA else None)
+    return [q.spark_query for q in running], [q.topic for q in running], stop
+
+
+def run_script(spark, work: str, script: str, bootstrap=None):
+    """Run ``script`` as ``streamjoin run`` does, in ``work`` (its home): the engine's queries, and a thread
+    printing their status lines every 5 s, as the command does without a terminal. Returns (the running
+    queries, stop)."""
     from streamjoin.runtime.engine import Engine
     from streamjoin.runtime.progress import Status, status_lines
 
-    engine = Engine(spark, home=work, bootstrap_servers=source if KAFKA else None)
-    script = _together() if name == "together" else VARIANTS[name][0]
-    running = engine.execute(script.replace("{path}", os.path.join(work, "users.json")))
+    engine = Engine(spark, home=work, bootstrap_servers=bootstrap)
+    running = engine.execute(script)
     stopping = threading.Event()
 
-    def progress():  # what `streamjoin run` does while it runs (without a terminal: lines every 5 s)
+    def progress():
         status = Status(engine)
         while not stopping.wait(5):
             status_lines(status.queries())
@@ -254,7 +266,7 @@ def _start(spark, name: str, work: str, source: str):
         thread.join()
         engine.stop()
 
-    return [q.spark_query for q in running], [q.topic for q in running], stop
+    return running, stop
 
 
 def _baseline(spark, name: str, work: str, source: str):

@@ -22,8 +22,8 @@ import threading
 import time
 
 from common import session
-from latency import (ACCOUNTS, CLICKS, FLINK, TABLE_ROWS, USERS, VARIANTS, VIEWS, _records, _result_id, _set_up_tables,
-                     _store_reader, _wait_for_batches)
+from latency import (ACCOUNTS, CLICKS, FLINK, TABLE_ROWS, USERS, VIEWS, _records, _result_id, _set_up_tables,
+                     _store_reader, _wait_for_batches, own_sink_query, run_script)
 
 DEFAULT_ROWS = 0  # unused: the feed is timed
 DEFAULT_BATCHES = 0
@@ -39,40 +39,24 @@ GROUPED = ("CREATE TABLE OUT_GROUP_BY_JOIN AS SELECT U.USER_ID AS USER_ID, COUNT
 
 def script() -> str:
     """Every join kind in one script, each query into its own sink (OUT_<kind>)."""
-    queries = [VARIANTS[name][0].split(";\n")[-1].replace(" OUT ", f" OUT_{name.replace('-', '_').upper()} ")
-               for name in JOINS]
-    return CLICKS + VIEWS + USERS + ACCOUNTS + FLINK + "\n".join(queries) + "\n" + GROUPED + "\n" + REGULAR
+    return CLICKS + VIEWS + USERS + ACCOUNTS + FLINK + "\n".join(map(own_sink_query, JOINS)) + "\n" + GROUPED + "\n" + REGULAR
 
 
 def run(*, rows: int, batches: int, only: list[str], minutes: int = MINUTES) -> dict:
     from streamjoin.connectors.topic_store import TopicStore
-    from streamjoin.runtime.engine import Engine
-    from streamjoin.runtime.progress import Status, status_lines
 
     spark = session()
     work = tempfile.mkdtemp(prefix="sjsoak-")
     try:
         store = TopicStore(os.path.join(work, "topics"))
         _set_up_tables(store, work)
-        engine = Engine(spark, home=work)
-        running = engine.execute(script())
-        for query in running:
-            _wait_for_batches(query.spark_query, 1)
-        stopping = threading.Event()
-
-        def progress():  # what `streamjoin run` does while it runs (without a terminal: lines every 5 s)
-            status = Status(engine)
-            while not stopping.wait(5):
-                status_lines(status.queries())
-
-        printer = threading.Thread(target=progress, daemon=True)
-        printer.start()
+        running, stop = run_script(spark, work, script())
         try:
+            for query in running:
+                _wait_for_batches(query.spark_query, 1)
             minutes_seen = _feed(store, running, minutes)
         finally:
-            stopping.set()
-            printer.join()
-            engine.stop()
+            stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     third, last = minutes_seen[min(2, len(minutes_seen) - 1)], minutes_seen[-1]
