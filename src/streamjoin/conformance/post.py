@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from ..connectors.formats import framed
 from ..plan.catalog import SourceInfo
 
 _TYPE_NAMES = {
@@ -66,9 +67,9 @@ def _check_source(expected: dict, source: Optional[SourceInfo]) -> Optional[str]
         got_size = window[1] if window[0] and _window_type(window[0]) != "SESSION" else None
         if (None if want_size is None else int(want_size)) != got_size:
             return f"{name}'s key window size is {got_size}, expected {want_size}"
-    value_format = expected.get("valueFormat")
-    if value_format is not None and str(value_format).upper() != source.value_format.upper():
-        return f"{name}'s value format is {source.value_format}, expected {value_format}"
+    value_format, shown = expected.get("valueFormat"), declared_format(source, "value")
+    if value_format is not None and str(value_format).upper() != shown:
+        return f"{name}'s value format is {shown}, expected {value_format}"
     return None
 
 
@@ -76,7 +77,14 @@ def effective_key_format(source: SourceInfo) -> str:
     """ksqlDB's key format of a source: NONE when it has no key columns."""
     if not any(c.origin == "key" for c in source.columns):
         return "NONE"
-    return source.key_format.upper()
+    return declared_format(source, "key")
+
+
+def declared_format(source: SourceInfo, part: str) -> str:
+    """A source's key or value format by the name ksqlDB gives it: JSON_SR where it was declared (read as JSON)."""
+    if framed(dict(source.properties), part):
+        return "JSON_SR"
+    return (source.key_format if part == "key" else source.value_format).upper()
 
 
 def _window_type(kind: str) -> str:

@@ -22,7 +22,7 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from ..connectors.formats import encode_key, encode_value, json_default, key_as_json, ksql_json_default, value_as_json
+from ..connectors.formats import encode_key, encode_value, framed, json_default, key_as_json, ksql_json_default, value_as_json
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..plan.settings import INGESTION_ORDER
@@ -46,15 +46,29 @@ class CaseResult:
 
 
 def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
-    """Append the case's inputs in list order; values are written in their topic's declared format."""
+    """Append the case's inputs in list order; values are written in their topic's declared format (a JSON_SR key
+    or value behind a Schema Registry serializer's framing, as ksqlDB's test runner writes them)."""
     formats = _topic_formats(catalog)
     batches = []
     for i in inputs:
         topic = _input_topic(i["topic"], formats)
-        key = windowed_key(encode_key(i.get("key"), formats.get(topic)), i.get("window"))
-        batches.append((topic, [Record(key, encode_value(i.get("value"), formats.get(topic)),
-                                       int(i.get("timestamp", 0)), headers=decode_headers(i.get("headers")))]))
+        source = formats.get(topic)
+        key = registry_framed(encode_key(i.get("key"), source), source, "key")
+        value = registry_framed(encode_value(i.get("value"), source), source, "value")
+        batches.append((topic, [Record(windowed_key(key, i.get("window")), value, int(i.get("timestamp", 0)),
+                                       headers=decode_headers(i.get("headers")))]))
     store.append(batches)
+
+
+SCHEMA_ID = 1  # the schema id the framing of a JSON_SR input names (no registry is asked for it)
+
+
+def registry_framed(data: Optional[bytes], source, part: str) -> Optional[bytes]:
+    """``data`` behind a Schema Registry serializer's framing (a zero byte, a 4-byte schema id) when ``source``'s
+    ``part`` is JSON_SR."""
+    if data is None or source is None or not framed(dict(source.properties), part):
+        return data
+    return b"\x00" + SCHEMA_ID.to_bytes(4, "big") + data
 
 
 def windowed_key(key: Optional[bytes], window: Optional[dict]) -> Optional[bytes]:

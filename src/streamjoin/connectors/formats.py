@@ -30,7 +30,8 @@ import pyarrow as pa
 
 DEFAULT_DELIMITER = ","  # between the columns of a DELIMITED value or key unless the declaration names another
 VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "AVRO": "AVRO",
-                 "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF", "KAFKA": "KAFKA"}
+                 "DEBEZIUM-JSON": "DEBEZIUM-JSON", "PROTOBUF": "PROTOBUF", "PROTOBUF_NOSR": "PROTOBUF", "KAFKA": "KAFKA",
+                 "JSON_SR": "JSON"}  # JSON_SR: JSON, whose reads skip a schema registry's framing (``framed``)
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
 BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
 BINARY_ERROR = "__binary_error"  # why a binary value could not be read
@@ -39,6 +40,14 @@ SCHEMA_INFERRED = ("AVRO", "PROTOBUF", "JSON_SR")  # ksqlDB: columns from a sche
 
 def normalise_format(name: str) -> Optional[str]:
     return VALUE_FORMATS.get(name.upper())
+
+
+def framed(properties: dict, part: str) -> bool:
+    """Whether a source's ``part`` ("key" or "value") was declared JSON_SR: JSON that a Schema Registry's serializer
+    writes behind a zero byte and a 4-byte schema id. There is no registry here: such a value or key is read with or
+    without that framing (JSON text never starts with a zero byte) and written without it, as plain JSON."""
+    declared = properties.get(f"{part}_format") or properties.get(f"{part}.format") or properties.get("format")
+    return str(declared or "").upper() == "JSON_SR"
 
 
 def delimiter_of(properties: dict, part: str = "value") -> str:

@@ -6,7 +6,7 @@ from typing import Optional
 from ..errors import StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
-from ..connectors.formats import SCHEMA_INFERRED
+from ..connectors.formats import SCHEMA_INFERRED, framed
 from ..connectors.time_formats import check_pattern
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
@@ -25,7 +25,7 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
 def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, props: dict, key_columns) -> None:
     """ksqlDB's refusals of a declaration's columns, in its words: none at all in a format that cannot infer them,
     a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key."""
-    if not stmt.columns and value_format.upper() not in SCHEMA_INFERRED:
+    if not stmt.columns and value_format.upper() not in SCHEMA_INFERRED and not framed(props, "value"):  # JSON_SR too
         raise StatementError("No columns supplied.", rule="no-columns", pos=stmt.pos)
     for col in stmt.columns:
         if col.key and kind == "TABLE" or col.primary_key and kind == "STREAM":
@@ -400,7 +400,7 @@ def key_format_of(props: dict, style: str, default: str | None = None) -> str:
     if declared is None and style != "flink":
         declared = props.get("format")
     fmt = str(declared or default or ("JSON" if style == "flink" else "KAFKA")).upper()
-    return "PROTOBUF" if fmt == "PROTOBUF_NOSR" else fmt  # no Schema Registry: the same bytes
+    return {"PROTOBUF_NOSR": "PROTOBUF", "JSON_SR": "JSON"}.get(fmt, fmt)  # no Schema Registry: read alike
 
 
 def check_ksql_formats(props: dict, pos) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
 
+from ..connectors.formats import framed
 from ..connectors.kafka_client import client_properties
 from ..errors import StatementError
 from ..sql import ast
@@ -323,6 +324,8 @@ class StatementPlanner:
             formats = _inherited_formats(plan, style, len([c for c in columns_out if c.origin == "value"]), default_key)
             if style == "ksql" and not {"value_format", "format", "value_delimiter"} & set(props):
                 props = {**props, **_inherited_delimiter(plan, formats[1])}
+            if style == "ksql":
+                props = {**props, **_inherited_registry_formats(plan, props)}
             shown = display_name(name, style) if create else name.text
             target = SourceInfo(
                 name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
@@ -432,6 +435,16 @@ def _inherited_formats(plan: PlanNode, style: str, value_columns: int, default_k
 
 def _leftmost_source(plan: PlanNode) -> Optional[SourceInfo]:
     return next((n.source for n in walk(plan) if isinstance(n, Scan)), None)
+
+
+def _inherited_registry_formats(plan: PlanNode, props: dict) -> dict:
+    """A JSON_SR key or value format of the query's left-most source, kept by its name for a ksqlDB sink that names
+    none (its records are JSON here: ``connectors.formats.framed``)."""
+    source = _leftmost_source(plan)
+    if source is None:
+        return {}
+    return {f"{part}_format": "JSON_SR" for part in ("key", "value")
+            if framed(dict(source.properties), part) and not {f"{part}_format", "format"} & set(props)}
 
 
 def _inherited_delimiter(plan: PlanNode, value_format: str) -> dict:
