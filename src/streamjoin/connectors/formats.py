@@ -35,7 +35,7 @@ VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
 BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
 BINARY_ERROR = "__binary_error"  # why a binary value could not be read
-SCHEMA_INFERRED = ("AVRO", "PROTOBUF", "JSON_SR")  # ksqlDB: columns from a schema registry when none are declared
+SCHEMA_INFERRED = ("AVRO", "PROTOBUF")  # ksqlDB: columns from a schema registry when none are declared (JSON_SR too)
 
 
 def normalise_format(name: str) -> Optional[str]:
@@ -48,6 +48,11 @@ def framed(properties: dict, part: str) -> bool:
     without that framing (JSON text never starts with a zero byte) and written without it, as plain JSON."""
     declared = properties.get(f"{part}_format") or properties.get(f"{part}.format") or properties.get("format")
     return str(declared or "").upper() == "JSON_SR"
+
+
+def infers_columns(value_format: str, properties: dict) -> bool:
+    """Whether ksqlDB would take a source's value columns from a schema registry when none are declared."""
+    return value_format.upper() in SCHEMA_INFERRED or framed(properties, "value")
 
 
 def delimiter_of(properties: dict, part: str = "value") -> str:

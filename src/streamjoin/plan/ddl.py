@@ -6,7 +6,7 @@ from typing import Optional
 from ..errors import StatementError
 from ..sql import ast
 from ..connectors.database import describe_failure, parse_url, table_columns
-from ..connectors.formats import SCHEMA_INFERRED, framed
+from ..connectors.formats import infers_columns
 from ..connectors.time_formats import check_pattern
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
@@ -25,7 +25,7 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
 def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, props: dict, key_columns) -> None:
     """ksqlDB's refusals of a declaration's columns, in its words: none at all in a format that cannot infer them,
     a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key."""
-    if not stmt.columns and value_format.upper() not in SCHEMA_INFERRED and not framed(props, "value"):  # JSON_SR too
+    if not stmt.columns and not infers_columns(value_format, props):
         raise StatementError("No columns supplied.", rule="no-columns", pos=stmt.pos)
     for col in stmt.columns:
         if col.key and kind == "TABLE" or col.primary_key and kind == "STREAM":

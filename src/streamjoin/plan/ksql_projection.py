@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 from ..errors import StatementError
 from ..sql import ast
 from . import expressions as ex
-from ..connectors.formats import SCHEMA_INFERRED, framed
+from ..connectors.formats import infers_columns
 from .nodes import Filter, Join, PlanNode, Project, Ref, Repartition, Scan, expr_text, walk
 
 SYNTHETIC_KEY_DOC = "https://cnfl.io/2LV7ouS"  # ksqlDB's DocumentationLinks.SYNTHETIC_JOIN_KEY_DOC_URL
@@ -85,9 +85,8 @@ def _check_keys_once(plan: Project, keyed: PlanNode) -> None:
                                  "intended to copy the key into the value, then consider using the AS_VALUE function to "
                                  "indicate which key reference should be copied.", rule="key-projected-twice")
     shown = [(f, e) for f, e in plan.items if not f.hidden]
-    inferred = any(isinstance(n, Scan) and not n.source.value_columns
-                   and (n.source.value_format in SCHEMA_INFERRED or framed(dict(n.source.properties), "value"))
-                   for n in walk(keyed))  # its value columns come from a schema registry this planner does not read
+    inferred = any(isinstance(n, Scan) and not n.source.value_columns  # from a schema registry this planner does not read
+                   and infers_columns(n.source.value_format, dict(n.source.properties)) for n in walk(keyed))
     if shown and not inferred and all(isinstance(e, Ref) and e.id in keyed.key for _, e in shown):
         raise StatementError("The projection contains no value columns.", rule="no-value-columns")
 

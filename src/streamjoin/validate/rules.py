@@ -195,6 +195,16 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
     return f"Error processing expression: {_ksql_text_of(e, texts)}. Unsupported arithmetic types. {bases[0]} {bases[1]}"
 
 
+def _is_null(e) -> bool:
+    """Whether ``e`` is the NULL literal (a value of no type of its own)."""
+    return isinstance(e, ast.Literal) and e.kind == "null"
+
+
+def _parameter_types(args) -> str:
+    """A call's argument types as ksqlDB lists them in a message: ``null`` for a NULL literal."""
+    return ", ".join("null" if _is_null(a) else ksql_type_name(ex.static_type(a)) for a in args)
+
+
 _EXTREMUM_OVERLOADS = NUMBERS + ("STRING", "BYTES", "DATE", "TIME", "TIMESTAMP")
 
 
@@ -203,16 +213,13 @@ def _extremum_problem(e: ast.Call) -> Optional[str]:
     all of one type (NULLs aside) take theirs; others must fit exactly one overload (numbers widen, a string literal
     reads as a DATE, TIME or TIMESTAMP); none is refused, and so is more than one (INTEGER and BIGINT fit BIGINT,
     DECIMAL and DOUBLE alike)."""
-    def null(a):
-        return isinstance(a, ast.Literal) and a.kind == "null"
-
-    shown = ", ".join("null" if null(a) else ksql_type_name(ex.static_type(a)) for a in e.args)
+    shown = _parameter_types(e.args)
     name = e.name.lower()
     if not e.args:
         return f"Function '{name}' does not accept parameters ()."
-    if all(null(a) for a in e.args):
+    if all(_is_null(a) for a in e.args):
         return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
-    values = [a for a in e.args if not null(a)]
+    values = [a for a in e.args if not _is_null(a)]
     bases = [base_type(ex.static_type(a)) for a in values]
     if not all(bases) or len(set(bases)) == 1:
         return None
@@ -239,13 +246,10 @@ _NUMBER_PARAMETERS = {**dict.fromkeys(("ABS", "ACOS", "ASIN", "ATAN", "ATAN2", "
 
 def _number_parameters_problem(e: ast.Call) -> Optional[str]:
     """ksqlDB's refusal of a math function given a value that is not a number (NULL aside) where it takes one."""
-    def null(a):
-        return isinstance(a, ast.Literal) and a.kind == "null"
-
-    bases = [base_type(ex.static_type(a)) for a in e.args[:_NUMBER_PARAMETERS[e.name]] if not null(a)]
+    bases = [base_type(ex.static_type(a)) for a in e.args[:_NUMBER_PARAMETERS[e.name]] if not _is_null(a)]
     if all(not b or b in NUMBERS for b in bases):
         return None
-    shown = ", ".join("null" if null(a) else ksql_type_name(ex.static_type(a)) for a in e.args)
+    shown = _parameter_types(e.args)
     return f"Function '{e.name.lower()}' does not accept parameters ({shown})."
 
 
@@ -255,13 +259,10 @@ _ISSUE_4239 = "(see https://github.com/confluentinc/ksql/issues/4239)"
 def _constructor_problem(e) -> Optional[str]:
     """ksqlDB's refusals of an ARRAY[...] or MAP(k := v, ...) constructor: empty, all NULL (no type to give it), or
     with values that do not fold into one type (``plan.ksql_coercion``)."""
-    def null(v):
-        return isinstance(v, ast.Literal) and v.kind == "null"
-
     if isinstance(e, ast.ArrayLiteral):
         if not e.items:
             return f"Array constructor cannot be empty. Please supply at least one element {_ISSUE_4239}."
-        if all(null(v) for v in e.items):
+        if all(_is_null(v) for v in e.items):
             return (f"Cannot construct an array with all NULL elements {_ISSUE_4239}. As a workaround, you may cast a "
                     "NULL value to the desired type.")
         groups = [e.items]
@@ -270,7 +271,7 @@ def _constructor_problem(e) -> Optional[str]:
         if not entries:
             return f"Map constructor cannot be empty. Please supply at least one key value pair {_ISSUE_4239}."
         for part, word in ((0, "keys"), (1, "values")):
-            if all(null(entry[part]) for entry in entries):
+            if all(_is_null(entry[part]) for entry in entries):
                 return f"Cannot construct a map with all NULL {word}"
         groups = [[k for k, _ in entries], [v for _, v in entries]]
     for values in groups:
