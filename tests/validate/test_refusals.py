@@ -599,6 +599,8 @@ REFUSED = [
      "event-time", "not STRING"),
     ("a math function given text", "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, V, 0) AS D FROM L;",
      "expression-type", "Function 'geo_distance' does not accept parameters (INTEGER, INTEGER, STRING, INTEGER)."),
+    ("ROUND given text", "CREATE STREAM C AS SELECT ID, ROUND(V, 2) AS R FROM L;", "expression-type",
+     "Function 'round' does not accept parameters (STRING, INTEGER)."),
     ("a window bound in WHERE", "CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 SECOND) "
      "WHERE MIN(WINDOWEND) < 15000 GROUP BY ID;", "unknown-column", "Error in WHERE expression: Unknown column WINDOWEND."),
     ("a Java truststore as a Kafka client property", "SET 'kafka.ssl.truststore.location' = '/etc/kafka/trust.jks';",

@@ -318,8 +318,12 @@ def arity_problem(call) -> str | None:
     from .types import ksql_type_name
 
     types = ", ".join(ksql_type_name(ex.static_type(a)) or "NULL" for a in call.args)
-    name = next((k for k, v in KSQL_VARIANTS.items() if v == call.name), call.name)
-    return f"Function '{name}' does not accept parameters ({types})."
+    return f"Function '{ksql_name(call.name)}' does not accept parameters ({types})."
+
+
+def ksql_name(name: str) -> str:
+    """The function a user called, for a call planned as one of ``KSQL_VARIANTS`` (``KSQL_ROUND``: ``ROUND``)."""
+    return next((k for k, v in KSQL_VARIANTS.items() if v == name), name)
 
 
 def unit_argument(call: ast.Call) -> ast.Call:

@@ -20,7 +20,7 @@ from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.types import ksql_type_name
-from ..plan.functions import arity_problem
+from ..plan.functions import KSQL_VARIANTS, arity_problem, ksql_name
 from ..plan.nodes import (
     EXISTENCE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, base_scan, declared_by, expr_text,
     naming_style, walk,
@@ -242,6 +242,7 @@ def _extremum_problem(e: ast.Call) -> Optional[str]:
 _NUMBER_PARAMETERS = {**dict.fromkeys(("ABS", "ACOS", "ASIN", "ATAN", "ATAN2", "CBRT", "CEIL", "COS", "COSH", "COT",
                                        "DEGREES", "EXP", "FLOOR", "LN", "LOG", "POWER", "RADIANS", "ROUND", "SIGN", "SIN",
                                        "SINH", "SQRT", "TAN", "TANH", "TRUNC"), 2), "GEO_DISTANCE": 4}
+_NUMBER_PARAMETERS.update({KSQL_VARIANTS[n]: count for n, count in _NUMBER_PARAMETERS.items() if n in KSQL_VARIANTS})
 
 
 def _number_parameters_problem(e: ast.Call) -> Optional[str]:
@@ -250,7 +251,7 @@ def _number_parameters_problem(e: ast.Call) -> Optional[str]:
     if all(not b or b in NUMBERS for b in bases):
         return None
     shown = _parameter_types(e.args)
-    return f"Function '{e.name.lower()}' does not accept parameters ({shown})."
+    return f"Function '{ksql_name(e.name).lower()}' does not accept parameters ({shown})."
 
 
 _ISSUE_4239 = "(see https://github.com/confluentinc/ksql/issues/4239)"
