@@ -8,7 +8,9 @@ Data: ``rows`` JSON records (id, name, amount, time) on a topic of two partition
 - ``query-read``: a ``SELECT *`` query as streamjoin runs it (source, JSON decode, dead-letter check,
   encode) into the no-op sink;
 - ``sink-write``: streamjoin's exactly-once Kafka sink alone (headers, ordering by ingestion order,
-  murmur2 partitioning, flush per micro-batch), fed the raw records from the embedded store;
+  murmur2 partitioning, flush per micro-batch), fed the raw records from the embedded store, writing from
+  the driver (as on a ``local`` master); ``sink-write-executors``: the same from the executors (as on a
+  cluster);
 - ``query-write``: the ``SELECT *`` query reading the embedded store and writing to Kafka through it.
 
 The source and the sink are each warmed up first on as many records of another topic, cut the same way
@@ -131,15 +133,18 @@ def run(rows: int, batches: int, only: list[str]) -> dict:
             def write(name, df, count):
                 topic, checkpoint = name.upper().replace("-", "_"), os.path.join(work, f"ck-{name}")
                 topics.create(topic, 2)
-                writer = kafka_writer(bootstrap, topic, lambda: f"{topic}@{checkpoint}")
+                writer = kafka_writer(bootstrap, topic, lambda: f"{topic}@{checkpoint}",
+                                      from_executors=name.endswith("executors"))
                 result = time_query(df, checkpoint, count, sink=writer)
                 result["records_on_topic"] = sum(topics.end_offsets([topic]).values())
                 writer.close()
                 return result
 
             write("warm-up-write", raw("warm_up"), rows)  # not reported
+            write("warm-up-write-executors", raw("warm_up"), rows)
             writes = {
                 "sink-write": lambda: raw("bench_in"),
+                "sink-write-executors": lambda: raw("bench_in"),
                 "query-write": lambda: streamjoin_query(spark, SQL, root, per_batch),
             }
             for name, make in writes.items():

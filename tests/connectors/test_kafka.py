@@ -291,3 +291,55 @@ def test_kill_and_restart_writes_each_result_to_kafka_once(tmp_path):
         assert len(_sink_records(bootstrap)["TITLED"]) < len(expected["TITLED"]), "the kill came too late to test anything"
         assert _cli(tmp_path / "crashed", script, bootstrap, "--once").wait(timeout=300) == 0
         assert _sink_records(bootstrap) == expected
+
+
+def _sink_batch(spark, rows):
+    from streamjoin.lower.sink import RECORD_SCHEMA
+
+    return spark.createDataFrame(rows, RECORD_SCHEMA).repartition(3)  # the rows spread over tasks, out of order
+
+
+@pytest.mark.parametrize("from_executors", [True, False], ids=["from-executors", "from-driver"])
+def test_the_sink_writes_where_a_java_producer_would_in_ingestion_order_once(spark, broker, from_executors):
+    """From the executors (a cluster) or the driver (one machine), each record lands in the partition librdkafka's Java-compatible partitioner picks for its key (a keyless
+    one by its ingestion order), in ingestion order in each partition, with the writer's headers; a batch
+    re-run after a crash that had written part of it writes only what is missing; an older batch nothing."""
+    from streamjoin.connectors.kafka_partitioner import partitions_of
+    from streamjoin.connectors.kafka_sink import WrittenSoFar, kafka_writer
+    import pyarrow as pa
+
+    topic, reference = _topic("sink-out"), _topic("sink-ref")
+    topics = KafkaTopics(broker)
+    topics.create(topic, 5)
+    topics.create(reference, 5)
+    keys = [None if i % 9 == 0 else b"key-%d" % (i % 23) for i in range(200)]
+    rows = [(k, b"v%d" % i, 1000 + i, i // 2, i % 2) for i, k in enumerate(keys)]
+    kafka_writer(broker, topic, lambda: "q@1", from_executors=from_executors)(_sink_batch(spark, rows), 0)
+
+    out = producer(broker)  # librdkafka's own placement of the keyed records, for comparison
+    delivered = {}
+    for k in {k for k in keys if k is not None}:
+        out.produce(reference, b"", k, on_delivery=lambda _err, msg: delivered.__setitem__(msg.key(), msg.partition()))
+    out.flush(10)
+    got = topics.records(topic)
+    assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(200))
+    assert all(delivered[r.key] == r.partition for r in got if r.key is not None)
+    assert all(r.partition == (int(r.value[1:]) // 2) % 5 for r in got if r.key is None)
+    for p in range(5):
+        values = [int(r.value[1:]) for r in got if r.partition == p]
+        assert values == sorted(values)
+    read_back = WrittenSoFar(broker, topic, "q@1")  # the headers: writer, batch, index in the partition
+    read_back.load()
+    assert {p: set(i) for p, i in read_back.present(0).items()} == {
+        p: set(range(sum(r.partition == p for r in got))) for p in range(5)}
+
+    # batch 1 crashed after two of partition 0's records arrived: the restarted writer adds the rest only
+    more = [(b"key-%d" % i, b"w%d" % i, 5000 + i, 1000 + i, 0) for i in range(60)]
+    first_two = [r for r in more if partitions_of(pa.array([r[0]]), None, 5)[0] == 0][:2]
+    kafka_writer(broker, topic, lambda: "q@1", from_executors=from_executors)(_sink_batch(spark, first_two), 1)
+    again = kafka_writer(broker, topic, lambda: "q@1", from_executors=from_executors)
+    again(_sink_batch(spark, rows), 0)  # older: not written again
+    again(_sink_batch(spark, more), 1)
+    got = topics.records(topic)
+    assert sorted(r.value for r in got) == sorted([b"v%d" % i for i in range(200)] + [b"w%d" % i for i in range(60)])
+    assert again.rows_written == 60

@@ -1,7 +1,8 @@
 """A real Spark standalone cluster (a master and two workers started from the installed pyspark's jars)
 runs seed cases, stateless and stateful, with the same results as local mode. The workers' Python has PySpark and
 streamjoin's dependencies but not streamjoin: the driver ships it (``runtime.session.package_zip``). Topics and
-checkpoints are on a path they all share, named by a ``file://`` URI."""
+checkpoints are on a path they all share, named by a ``file://`` URI; the stateful case runs on a Kafka broker too, its
+sink writing from the executors."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ import pytest
 from ..conftest import SEED_CASES
 
 SPARK_HOME = Path(pyspark.__file__).parent
-CASES = ["PARTITION BY re-keys a stream", "Lenses single lateral join", "stream-stream left join, KSQL semantic table"]
+KAFKA = ["--bootstrap-servers", "local"]  # a throw-away broker on 127.0.0.1
+CASES = [("PARTITION BY re-keys a stream", []), ("Lenses single lateral join", []),
+         ("stream-stream left join, KSQL semantic table", []), ("stream-stream left join, KSQL semantic table", KAFKA)]
 
 
 def _free_port() -> int:
@@ -74,9 +77,9 @@ def cluster(tmp_path):
 def test_seed_cases_on_a_standalone_cluster(cluster, tmp_path):
     url, master_log, env = cluster
     results_file = tmp_path / "results.json"
-    for name in CASES:
+    for name, extra in CASES:
         cmd = [sys.executable, "-m", "streamjoin.cli", "--home", "file://" + str(tmp_path / "home"), "test", str(SEED_CASES),
-               "--filter", name, "--master", url, "--records-per-batch", "1", "--json", str(results_file)]
+               "--filter", name, "--master", url, "--records-per-batch", "1", "--json", str(results_file), *extra]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         results = json.loads(results_file.read_text())
         assert done.returncode == 0 and results and all(r["status"] == "pass" for r in results), done.stdout[-3000:]

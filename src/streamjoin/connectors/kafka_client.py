@@ -168,6 +168,11 @@ def use_client_properties(bootstrap: str, properties: dict) -> None:
     _CLIENT_PROPERTIES[bootstrap] = dict(properties)
 
 
+def registered_properties(bootstrap: str) -> dict:
+    """The client properties this process uses for ``bootstrap`` (to hand to the executors' clients)."""
+    return dict(_CLIENT_PROPERTIES.get(bootstrap, {}))
+
+
 def _configured(bootstrap: str, defaults: dict, extra: dict) -> dict:
     """A client's configuration: streamjoin's defaults, the broker's client properties, then the call's own."""
     return {**defaults, **_CLIENT_PROPERTIES.get(bootstrap, {}), **extra, "bootstrap.servers": bootstrap}

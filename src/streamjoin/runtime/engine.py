@@ -288,7 +288,8 @@ class Engine:
             write = database_writer(sink.target.database, [sink.input.field(f).name for f in sink.value_fields],
                                     list(sink.target.key_columns), run.writer)
         elif bootstrap:
-            write = kafka_writer(bootstrap, sink.target.topic, run.writer)
+            write = kafka_writer(bootstrap, sink.target.topic, run.writer,
+                                 from_executors=not self.spark.sparkContext.master.startswith("local"))
         else:
             write = topic_writer(self.topics_root, sink.target.topic, run.writer, sink.target.partitions)
         batch_function = sink_function(write, letters, counts, run, late)
