@@ -1,7 +1,7 @@
 """A real Spark standalone cluster (a master and two workers started from the installed pyspark's jars)
 runs seed cases, stateless and stateful, with the same results as local mode. The workers' Python has PySpark and
 streamjoin's dependencies but not streamjoin: the driver ships it (``runtime.session.package_zip``). Topics and
-checkpoints are on a path they all share, named by a ``file://`` URI; the stateful case runs on a Kafka broker too, its
+checkpoints are on a path they all share, named by a ``file://`` URI; the stateful case runs on a Kafka broker, its
 sink writing from the executors."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ..conftest import SEED_CASES
 SPARK_HOME = Path(pyspark.__file__).parent
 KAFKA = ["--bootstrap-servers", "local"]  # a throw-away broker on 127.0.0.1
 CASES = [("PARTITION BY re-keys a stream", []), ("Lenses single lateral join", []),
-         ("stream-stream left join, KSQL semantic table", []), ("stream-stream left join, KSQL semantic table", KAFKA)]
+         ("stream-stream left join, KSQL semantic table", KAFKA)]
 
 
 def _free_port() -> int:

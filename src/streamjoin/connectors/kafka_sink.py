@@ -154,11 +154,7 @@ def kafka_writer(bootstrap: str, topic: str, writer_id: Callable[[], str], *,
         else:
             if not clients:
                 clients.append(_new_producer(bootstrap))
-            table = rows.toArrow()
-            table = table.append_column(PARTITION, pa.array(run.partitions_of(table), pa.int32()))
-            batches = table.sort_by([(c, "ascending") for c in (PARTITION, *order)]).to_batches()
-            counts = {p: n for done in run.write(batches, *clients[0], retried=False)
-                      for p, n in zip(*(done.column(i).to_pylist() for i in range(2)))}
+            counts = _from_driver(rows, order, run, clients[0])
         so_far.wrote(batch_id, counts)
         write_batch.rows_written += sum(counts.values())
 
@@ -186,6 +182,16 @@ def _from_executors(rows: DataFrame, order: list[str], run: "_Produce") -> dict[
     return {r.partition: r.records for r in rows.mapInArrow(run, "partition int, records long").collect()}
 
 
+def _from_driver(rows: DataFrame, order: list[str], run: "_Produce", client: tuple) -> dict[int, int]:
+    """Collect the batch as Arrow, sort it by partition and ingestion order, and produce it with ``client``;
+    how many records each partition took."""
+    table = rows.toArrow().combine_chunks()
+    table = table.append_column(PARTITION, pa.array(run.partitions_of(table), pa.int32()))
+    batches = table.sort_by([(c, "ascending") for c in (PARTITION, *order)]).to_batches()
+    return {p: n for done in run.write(batches, *client, retried=False)
+            for p, n in zip(done.column("partition").to_pylist(), done.column("records").to_pylist())}
+
+
 _PRODUCERS: dict[tuple, tuple] = {}  # (broker, client properties) -> (producer, its failures) a worker keeps
 
 
@@ -206,12 +212,12 @@ class _Produce:
             yield rows.append_column(PARTITION, pa.array(self.partitions_of(rows), pa.int32()))
 
     def partitions_of(self, rows) -> np.ndarray:
-        """The partition of each of ``rows`` (a record batch or table of the sink's columns)."""
-        seq = rows.column("seq") if "seq" in rows.schema.names else None
-        if isinstance(seq, pa.ChunkedArray):
-            seq = seq.combine_chunks()
-        key = rows.column("key")
-        return partitions_of(key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key, seq, self.partitions)
+        """The partition of each of ``rows`` (a record batch, or a table of one chunk, of the sink's columns)."""
+        def whole(column):
+            return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+        seq = whole(rows.column("seq")) if "seq" in rows.schema.names else None
+        return partitions_of(whole(rows.column("key")), seq, self.partitions)
 
     def _partitions(self, rows: pa.RecordBatch) -> np.ndarray:
         if PARTITION in rows.schema.names:
