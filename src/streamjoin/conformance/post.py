@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..connectors.formats import framed
 from ..plan.catalog import SourceInfo
 
 _TYPE_NAMES = {
@@ -82,7 +81,7 @@ def effective_key_format(source: SourceInfo) -> str:
 
 def declared_format(source: SourceInfo, part: str) -> str:
     """A source's key or value format by the name ksqlDB gives it: JSON_SR where it was declared (read as JSON)."""
-    if framed(dict(source.properties), part):
+    if source.registry_framed(part):
         return "JSON_SR"
     return (source.key_format if part == "key" else source.value_format).upper()
 

@@ -22,7 +22,7 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from ..connectors.formats import encode_key, encode_value, framed, json_default, key_as_json, ksql_json_default, value_as_json
+from ..connectors.formats import encode_key, encode_value, json_default, key_as_json, ksql_json_default, value_as_json
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..plan.settings import INGESTION_ORDER
@@ -66,7 +66,7 @@ SCHEMA_ID = 1  # the schema id the framing of a JSON_SR input names (no registry
 def registry_framed(data: Optional[bytes], source, part: str) -> Optional[bytes]:
     """``data`` behind a Schema Registry serializer's framing (a zero byte, a 4-byte schema id) when ``source``'s
     ``part`` is JSON_SR."""
-    if data is None or source is None or not framed(dict(source.properties), part):
+    if data is None or source is None or not source.registry_framed(part):
         return data
     return b"\x00" + SCHEMA_ID.to_bytes(4, "big") + data
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..connectors.formats import framed
 from ..errors import StatementError
 from ..sql import ast
 
@@ -94,6 +95,10 @@ class SourceInfo:
     window: Optional[tuple[str, int]] = None  # a windowed table's (window type, size ms): its record keys hold the window
     database: Optional[DatabaseTable] = None  # a table in a database ('jdbc'): no topic under it
     read_only: bool = False  # ksqlDB's CREATE SOURCE STREAM|TABLE: no INSERT, DROP ... DELETE TOPIC, ALTER or REPLACE
+
+    def registry_framed(self, part: str) -> bool:
+        """Whether the source's ``part`` ("key" or "value") was declared JSON_SR (``connectors.formats.framed``)."""
+        return framed(dict(self.properties), part)
 
     @property
     def timestamp_format(self) -> Optional[str]:

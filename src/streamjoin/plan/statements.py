@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
 
-from ..connectors.formats import framed
 from ..connectors.kafka_client import client_properties
 from ..errors import StatementError
 from ..sql import ast
@@ -444,7 +443,7 @@ def _inherited_registry_formats(plan: PlanNode, props: dict) -> dict:
     if source is None:
         return {}
     return {f"{part}_format": "JSON_SR" for part in ("key", "value")
-            if framed(dict(source.properties), part) and not {f"{part}_format", "format"} & set(props)}
+            if source.registry_framed(part) and not {f"{part}_format", "format"} & set(props)}
 
 
 def _inherited_delimiter(plan: PlanNode, value_format: str) -> dict:
