@@ -1,5 +1,5 @@
 """The session streamjoin builds: its data sources are registered with an environment map that is safe to
-write while Spark serialises tasks that carry it."""
+write while Spark serialises tasks that carry it; its checkpoint files on a local disk have no checksum files."""
 from __future__ import annotations
 
 import pytest
