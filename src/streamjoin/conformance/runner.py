@@ -53,8 +53,8 @@ def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
     for i in inputs:
         topic = _input_topic(i["topic"], formats)
         source = formats.get(topic)
-        key = registry_framed(encode_key(i.get("key"), source), source, "key")
-        value = registry_framed(encode_value(i.get("value"), source), source, "value")
+        key = with_registry_framing(encode_key(i.get("key"), source), source, "key")
+        value = with_registry_framing(encode_value(i.get("value"), source), source, "value")
         batches.append((topic, [Record(windowed_key(key, i.get("window")), value, int(i.get("timestamp", 0)),
                                        headers=decode_headers(i.get("headers")))]))
     store.append(batches)
@@ -63,7 +63,7 @@ def produce_inputs(store: TopicStore, inputs, catalog=None) -> None:
 SCHEMA_ID = 1  # the schema id the framing of a JSON_SR input names (no registry is asked for it)
 
 
-def registry_framed(data: Optional[bytes], source, part: str) -> Optional[bytes]:
+def with_registry_framing(data: Optional[bytes], source, part: str) -> Optional[bytes]:
     """``data`` behind a Schema Registry serializer's framing (a zero byte, a 4-byte schema id) when ``source``'s
     ``part`` is JSON_SR."""
     if data is None or source is None or not source.registry_framed(part):

@@ -8,6 +8,8 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
+from .storage import filesystem
+
 _REGISTERED: set[int] = set()
 
 DEFAULT_CONF = {
@@ -97,8 +99,8 @@ def write_local_files_without_checksums(spark: SparkSession) -> None:
     the checksum file, and every micro-batch writes several (offset and commit logs, each state store's changelog,
     the query's counts). Set on the file system instance Hadoop caches for ``file:`` URIs in this JVM (the driver,
     and on a ``local`` master its tasks too); a file that is written anew drops its stale checksum file."""
-    jvm = spark._jvm
-    jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration()).setWriteChecksum(False)
+    local, _ = filesystem(spark, "file:///")
+    local.setWriteChecksum(False)
 
 
 def package_zip() -> str:
