@@ -17,6 +17,7 @@ import pytest
 
 from streamjoin.conformance.cases import load_cases
 from streamjoin.conformance.runner import run_case
+from streamjoin.connectors.dead_letters import KEPT_BYTES
 from streamjoin.connectors.kafka_client import KafkaTopics, high_watermarks, probe, producer, reading_consumer
 from streamjoin.connectors.local_broker import local_broker
 from streamjoin.connectors.topic_store import Record
@@ -231,6 +232,29 @@ def test_late_records_go_to_a_topic_on_the_broker_once_across_restarts(spark, br
         written = [r["value"] for r in topics.read(late)]
     assert sorted((v["query"], v["reason"], v["topic"], v["offset"], v["rowtime"]) for v in written) == [
         ("CSAS_J", "late", right, 2, 1_005), ("CSAS_J", "null_key", right, 0, 1_002)]
+
+
+def test_dead_letters_go_to_a_topic_on_the_broker_once_across_restarts(spark, broker, tmp_path):
+    """A value over the dead letter's limit is kept cut short there: the letter fits a broker's 1 MB records."""
+    from streamjoin import Engine, Topics
+
+    source, letters = _topic("poison"), _topic("letters")
+    script = (f"SET 'streamjoin.dead.letter.topic' = '{letters}';"
+              f"CREATE STREAM P (ID INT KEY, N INT) WITH (kafka_topic='{source}', value_format='JSON', partitions=1);"
+              "CREATE STREAM OUT AS SELECT * FROM P;")
+    big = b"x" * (600 * 1024)
+    for part in ([(b"1", b'{"N": 1}', 1), (b"2", b'{"N": "many"}', 2)], [(b"3", big, 3), (b"4", b'{"N": 4}', 4)]):
+        engine = Engine(spark, home=str(tmp_path), records_per_batch=0, bootstrap_servers=broker)  # a restart between
+        engine.execute(script)
+        engine.store.append([(source, [Record(key, value, stamp) for key, value, stamp in part])])
+        engine.process_all_available()
+        engine.stop()
+    with Topics(broker) as topics:
+        written = [r["value"] for r in topics.read(letters)]
+    assert [(v["offset"], v["error"], v.get("value_bytes")) for v in written] == [
+        (1, "the value's field N holds 'many', which is not INTEGER (P)", None),
+        (2, "the value '" + "x" * 60 + "...' is not JSON with the columns of P", len(big))]
+    assert written[1]["value"] == "x" * KEPT_BYTES
 
 
 KILL_SCRIPT = """

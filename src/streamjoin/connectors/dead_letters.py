@@ -3,7 +3,10 @@
 The topic is ``streamjoin_dead_letters`` (``SET 'streamjoin.dead.letter.topic'`` names another), on the
 broker or in the embedded store. Each dead letter keeps the record's key; its value is JSON: ``query``,
 ``source`` (the declared stream or table), ``topic``, ``partition``, ``offset``, ``timestamp``, ``error``,
-and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8).
+and the undecodable ``value`` as text (``value_base64`` when it is not UTF-8). A key or value longer than
+``KEPT_BYTES`` (256 KiB) is kept cut to that: the letter then also holds the value's whole length
+(``value_bytes``), and the record itself stays where its topic, partition and offset say. So one huge record
+neither fills the driver's memory nor exceeds a broker's record size limit (1 MB by default).
 
 A scan that cannot decode a record drops it and, in the same pass, collects the record and its error as
 JSON into a Spark observed metric (``DeadLetters.metric``, one per scan; ``lower.decode``): that costs
@@ -27,6 +30,8 @@ from typing import Optional
 DEFAULT_TOPIC = "streamjoin_dead_letters"
 TOPIC_PROPERTY = "streamjoin.dead.letter.topic"
 ERROR = "__error"
+KEPT_BYTES = 256 * 1024  # of a dead letter's key and value
+VALUE_BYTES = "__value_bytes"  # the whole value's length
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,26 @@ class DeadLetters:
     def _letter(self, row: dict) -> bytes:
         letter = {"query": self.query_id, "source": self.source, "topic": row["topic"], "partition": row["partition"],
                   "offset": row["offset"], "timestamp": row["timestamp"], "error": row[ERROR]}
-        value = row["value"]
-        try:
-            letter["value"] = None if value is None else value.decode("utf-8")
-        except UnicodeDecodeError:
+        value, length = row["value"], row.get(VALUE_BYTES)
+        cut = value is not None and length is not None and length > len(value)
+        text = None if value is None else _utf8(value, cut)
+        if text is None and value is not None:
             letter["value_base64"] = base64.b64encode(value).decode()
+        else:
+            letter["value"] = text
+        if cut:
+            letter["value_bytes"] = length
         return json.dumps(letter).encode()
+
+
+def _utf8(value: bytes, cut: bool) -> Optional[str]:
+    """``value`` as UTF-8 text, or None; a ``cut`` value may end inside a character, which is left out."""
+    for end in range(len(value), len(value) - (4 if cut else 1), -1):
+        try:
+            return value[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
 
 
 def _failed_record(text: str) -> dict:

@@ -18,8 +18,10 @@ A ksqlDB source's JSON fields are coerced as ksqlDB's deserializer coerces them 
 strings, an integer column a number's whole part, a STRING column any scalar's text).
 
 A record whose value does not parse or does not fit the columns (Spark's PERMISSIVE parsers fill a
-corrupt-record column; a coerced field names itself, its value and its type), or whose single key column cannot
-be read, gets an error and goes to the query's dead letters (``connectors.dead_letters``) instead of on.
+corrupt-record column), whose text is not UTF-8, whose single key column cannot be read, or whose own timestamp is
+its event time and negative (Kafka's -1: none), gets an error and goes to the query's dead letters
+(``connectors.dead_letters``) instead of on. The error is one line that names what is wrong: the field, its value
+cut short and the type it should have, where a field is to blame (``_field_reason``); else the value, cut short.
 
 A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
 columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
@@ -35,7 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ..connectors.dead_letters import ERROR, DeadLetters
+from ..connectors.dead_letters import ERROR, KEPT_BYTES, VALUE_BYTES, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
     BINARY_ERROR, BINARY_FORMATS, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
@@ -46,7 +48,7 @@ from ..connectors.late_records import ORIGIN
 from ..connectors.json_format import JSON_READ_OPTIONS
 from ..errors import NotYetSupported
 from ..plan.nodes import OWN_ROWTIME, RECORD_POSITIONS, ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, TOPIC_TIMES, WINDOW_END, WINDOW_START, Scan
-from ..plan.types import DAY_MS, TIME
+from ..plan.types import DAY_MS, TIME, ksql_type_name
 from .expressions import compile_expr
 
 
@@ -114,9 +116,11 @@ def _window_from_key(df: DataFrame, window: tuple[str, int]) -> DataFrame:
 
 
 def _failure() -> Column:
-    """A failed record's fields and error as JSON (null where the record passes)."""
-    raw = [F.base64(c).alias(c) if c in ("key", "value") else F.col(c) for c in RAW]
-    return F.when(F.col(ERROR).isNotNull(), F.to_json(F.struct(*raw, F.col(ERROR))))
+    """A failed record's fields and error as JSON (null where the record passes); a value longer than
+    ``KEPT_BYTES`` is kept cut to that, with its whole length (``connectors.dead_letters``)."""
+    raw = [F.base64(F.substring(c, 1, KEPT_BYTES)).alias(c) if c in ("key", "value") else F.col(c) for c in RAW]
+    return F.when(F.col(ERROR).isNotNull(), F.to_json(F.struct(*raw, F.col(ERROR),
+                                                               F.octet_length("value").alias(VALUE_BYTES))))
 
 
 def reader_decoded(scans: list[Scan]) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -177,38 +181,91 @@ def _decoded_by_reader(source, otherwise: Column) -> Column:
     """The value as the source reader decoded it, shaped as ``_value_parser``'s struct; ``otherwise`` where
     the reader left it."""
     by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
-    reason = [F.lit(None).cast("string").alias(REASON)] if coerces(source) else []
     as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in source.columns if c.origin == "value"],
-                         F.lit(None).cast("string").alias(CORRUPT), *reason)
+                         F.lit(None).cast("string").alias(CORRUPT), F.lit(None).cast("string").alias(REASON))
     return F.when(by_reader.isNotNull(), as_parsed).otherwise(otherwise)
 
 
 def _value_parser(source) -> Column:
-    """The value as a struct of the value columns plus ``CORRUPT`` (the text, when it does not fit)."""
+    """The value as a struct of the value columns (of ``before``, ``after`` and ``op`` for debezium-json), plus
+    ``CORRUPT`` (the text, when it does not fit) and ``REASON`` (why, when that can be said more exactly than
+    "not this format": the field, its value and the type it should have; text that is not UTF-8)."""
     value_cols = [c for c in source.columns if c.origin == "value"]
     row = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
     text = F.col("value").cast("string")
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
-        return F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
-                           {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+        parsed = F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
+                             {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+        rows = F.from_json(text, "map<string,string>")
+        reason = F.coalesce(*[_field_reasons(F.from_json(rows.getItem(side), "map<string,string>"), parsed.getField(side),
+                                             value_cols, f"the value's {side} row's field") for side in ("after", "before")])
+        return _with_reason(parsed, ["before", "after", "op"], text, reason)
     numbers = _read_as_ksql(source) and any(c.type in TIMES for c in value_cols)
     if source.value_format == "KAFKA":  # one primitive column, as its text (connectors.formats)
         fields = [(_ksql_time(text, c.type) if numbers and c.type in TIMES else text.cast(c.type)).alias(c.name)
                   for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
         bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
-        return F.struct(*fields, F.when(bad, text).alias(CORRUPT))
+        reason = F.when(bad, F.concat(F.lit("the value holds "), _shown(text),
+                                      F.lit(f", which is not {ksql_type_name(value_cols[0].type)}"))) if value_cols else None
+        return _with_reason(F.struct(*fields, F.when(bad, text).alias(CORRUPT)), [f.name for f in value_cols] or ["__none"],
+                            text, reason)
     if source.value_format == "DELIMITED":  # ksqlDB's: times as numbers, BYTES as base64 (read as text first)
         texts = _read_as_ksql(source) and any(c.type in TIMES or c.type == "binary" for c in value_cols)
+        options = {"sep": delimiter_of(dict(source.properties)), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+        as_read = row
         if texts:
-            row = ", ".join(f"`{c.name}` {'string' if c.type in TIMES + ('binary',) else c.type}" for c in value_cols)
-        parsed = F.from_csv(text, f"{row}, {CORRUPT} string", {"sep": delimiter_of(dict(source.properties)),
-                            "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-        return _ksql_times_of_text(parsed, value_cols) if texts else parsed
+            as_read = ", ".join(f"`{c.name}` {'string' if c.type in TIMES + ('binary',) else c.type}" for c in value_cols)
+        parsed = F.from_csv(text, f"{as_read}, {CORRUPT} string", options)
+        if texts:
+            parsed = _ksql_times_of_text(parsed, value_cols)
+        cells = F.from_csv(text, ", ".join(f"`{c.name}` string" for c in value_cols) or "`__none` string",
+                           {k: v for k, v in options.items() if k != "columnNameOfCorruptRecord"})
+        reason = F.coalesce(*[_field_reason(cells.getField(c.name), parsed.getField(c.name), c, "the value's field")
+                              for c in value_cols], F.lit(None).cast("string"))
+        return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, reason)
     if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     if coerces(source):
-        return _ksql_coerced(text, value_cols)
-    return F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+        parsed = _ksql_coerced(text, value_cols)
+        return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, parsed.getField(REASON))
+    parsed = F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
+    reason = _field_reasons(F.from_json(text, "map<string,string>"), parsed, value_cols, "the value's field")
+    return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, reason)
+
+
+SHOWN = 60  # characters of an offending value a reason shows
+
+
+def _shown(text: Column) -> Column:
+    """``text`` quoted, cut to ``SHOWN`` characters."""
+    return F.concat(F.lit("'"), F.substring(text, 1, SHOWN), F.when(F.length(text) > SHOWN, F.lit("...'")).otherwise(F.lit("'")))
+
+
+def _field_reason(raw: Column, value: Column, column, where: str) -> Column:
+    """Why a field holding the text ``raw`` has no ``value`` as ``column``'s type, or null."""
+    return F.when(raw.isNotNull() & value.isNull(), F.concat(
+        F.lit(f"{where} {column.name} holds "), _shown(raw), F.lit(f", which is not {ksql_type_name(column.type)}")))
+
+
+def _field_reasons(raws: Column, parsed: Column, columns, where: str) -> Column:
+    """The first field of ``parsed`` (a struct of ``columns``) that Spark's parser could not read as its column's type
+    though its JSON (``raws``: the object as ``map<string,string>``, each field's JSON text) holds a value; Spark's
+    JSON parser keeps the fields it could read (partial results), so the field left null is the one that failed."""
+    return F.coalesce(*[_field_reason(raws.getItem(c.name), parsed.getField(c.name), c, where) for c in columns],
+                      F.lit(None).cast("string"))
+
+
+TEXT_FORMATS = ("JSON", "JSON_SR", "DELIMITED", "KAFKA")
+
+
+def _with_reason(parsed: Column, fields: list[str], text: Column, reason: Optional[Column]) -> Column:
+    """``parsed`` (a struct of ``fields`` and ``CORRUPT``) with ``REASON``; a text that is not UTF-8 is corrupt
+    whatever the parser made of it (Spark's text type would carry the bytes on unchecked)."""
+    not_utf8 = text.isNotNull() & ~F.call_function("is_valid_utf8", text)
+    corrupt = F.when(not_utf8, text).otherwise(parsed.getField(CORRUPT))
+    reason = F.when(not_utf8, F.lit("the value is not UTF-8 text")).otherwise(
+        F.when(corrupt.isNotNull(), reason) if reason is not None else F.lit(None).cast("string"))
+    return F.struct(*[parsed.getField(f).alias(f) for f in fields], corrupt.alias(CORRUPT), reason.alias(REASON))
 
 
 COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
@@ -246,8 +303,7 @@ def _ksql_coerced(text: Column, columns) -> Column:
             continue
         value = _ksql_scalar(raw, c.type)
         fields.append(value.alias(c.name))
-        reasons.append(F.when(raw.isNotNull() & value.isNull(), F.concat(
-            F.lit(f"the value's field {c.name} holds '"), raw, F.lit(f"', which is not {c.type.upper()}"))))
+        reasons.append(_field_reason(raw, value, c, "the value's field"))
     reason = F.coalesce(*reasons) if reasons else F.lit(None).cast("string")
     return F.struct(*fields, F.coalesce(parsed.getField(CORRUPT), reason).alias(CORRUPT), reason.alias(REASON))
 
@@ -370,8 +426,11 @@ def _decode_error(source, parsed: Column) -> Column:
     """Why a record cannot be decoded, or null."""
     fmt = source.changelog_format or source.value_format
     reason = F.lit(f"the value is not {fmt} with the columns of {source.name}")
-    if coerces(source):  # a field that does not convert to its column's type, named
-        reason = F.coalesce(F.concat(parsed.getField(REASON), F.lit(f" ({source.name})")), reason)
+    if fmt in TEXT_FORMATS + ("debezium-json",):
+        reason = F.concat(F.lit("the value "), _shown(F.col("value").cast("string")),
+                          F.lit(f" is not {fmt} with the columns of {source.name}"))
+    # a field that does not convert to its column's type, named; text that is not UTF-8
+    reason = F.coalesce(F.concat(parsed.getField(REASON), F.lit(f" ({source.name})")), reason)
     error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()), reason)
     if source.changelog_format == "debezium-json":
         error = F.coalesce(error, F.when(F.col("value").isNotNull() & ~parsed.getField("op").isin(*DEBEZIUM_OPS),
@@ -385,6 +444,10 @@ def _decode_error(source, parsed: Column) -> Column:
         error = F.coalesce(error, F.when(time.isNotNull() & (millis.isNull() | (millis < 0)), F.concat(
             F.lit(f"the TIMESTAMP column {source.timestamp_column} holds '"), F.substring(time.cast("string"), 1, 100),
             F.lit(f"', not {wanted}"))))
+    if not source.timestamp_column and not source.watermark_column and source.style != "flink":
+        # the record's own time is its event time: Kafka's -1 says it has none (Kafka Streams skips such a record)
+        error = F.coalesce(error, F.when(F.col("timestamp") < 0, F.concat(
+            F.lit("the record's timestamp is "), F.col("timestamp").cast("string"), F.lit(", not a time since 1970"))))
     key_cols = [c for c in source.columns if c.origin == "key"]
     if key_cols and source.kind == "TABLE" and _read_as_ksql(source):  # as Kafka Streams' table source skips it
         error = F.coalesce(error, F.when(F.col("key").isNull(), F.lit(f"the record has no key, which a row of {source.name} needs")))
@@ -392,7 +455,8 @@ def _decode_error(source, parsed: Column) -> Column:
         col = key_cols[0]
         key = _key_column(source, col, False)
         error = F.coalesce(error, F.when(F.col("key").isNotNull() & key.isNull(),
-                                         F.lit(f"the key is not {source.key_format} {col.type} ({col.name})")))
+                                         F.concat(F.lit("the key "), _shown(F.col("key").cast("string")), F.lit(
+                                             f" is not {source.key_format} {ksql_type_name(col.type)} ({col.name})"))))
     return error
 
 
