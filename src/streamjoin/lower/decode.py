@@ -234,6 +234,7 @@ def _value_parser(source) -> Column:
 
 
 SHOWN = 60  # characters of an offending value a reason shows
+TEXT_FORMATS = ("JSON", "JSON_SR", "DELIMITED", "KAFKA", "debezium-json")  # values that are text: a reason shows them
 
 
 def _shown(text: Column) -> Column:
@@ -253,9 +254,6 @@ def _field_reasons(raws: Column, parsed: Column, columns, where: str) -> Column:
     JSON parser keeps the fields it could read (partial results), so the field left null is the one that failed."""
     return F.coalesce(*[_field_reason(raws.getItem(c.name), parsed.getField(c.name), c, where) for c in columns],
                       F.lit(None).cast("string"))
-
-
-TEXT_FORMATS = ("JSON", "JSON_SR", "DELIMITED", "KAFKA")
 
 
 def _with_reason(parsed: Column, fields: list[str], text: Column, reason: Optional[Column]) -> Column:
@@ -426,7 +424,7 @@ def _decode_error(source, parsed: Column) -> Column:
     """Why a record cannot be decoded, or null."""
     fmt = source.changelog_format or source.value_format
     reason = F.lit(f"the value is not {fmt} with the columns of {source.name}")
-    if fmt in TEXT_FORMATS + ("debezium-json",):
+    if fmt in TEXT_FORMATS:
         reason = F.concat(F.lit("the value "), _shown(F.col("value").cast("string")),
                           F.lit(f" is not {fmt} with the columns of {source.name}"))
     # a field that does not convert to its column's type, named; text that is not UTF-8
