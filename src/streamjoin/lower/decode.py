@@ -440,8 +440,8 @@ def _decode_error(source, parsed: Column) -> Column:
         millis = _millis(source, time)
         wanted = f"a time in the format '{source.timestamp_format}'" if source.timestamp_format else "a time since 1970"
         error = F.coalesce(error, F.when(time.isNotNull() & (millis.isNull() | (millis < 0)), F.concat(
-            F.lit(f"the TIMESTAMP column {source.timestamp_column} holds '"), F.substring(time.cast("string"), 1, 100),
-            F.lit(f"', not {wanted}"))))
+            F.lit(f"the TIMESTAMP column {source.timestamp_column} holds "), _shown(time.cast("string")),
+            F.lit(f", not {wanted}"))))
     if not source.timestamp_column and not source.watermark_column and source.style != "flink":
         # the record's own time is its event time: Kafka's -1 says it has none (Kafka Streams skips such a record)
         error = F.coalesce(error, F.when(F.col("timestamp") < 0, F.concat(
