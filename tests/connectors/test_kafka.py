@@ -235,7 +235,8 @@ def test_late_records_go_to_a_topic_on_the_broker_once_across_restarts(spark, br
 
 
 def test_dead_letters_go_to_a_topic_on_the_broker_once_across_restarts(spark, broker, tmp_path):
-    """A value over the dead letter's limit is kept cut short there: the letter fits a broker's 1 MB records."""
+    """A value over the dead letter's limit is kept cut short there (its reason does not quote it): the letter fits a
+    broker's 1 MB records."""
     from streamjoin import Engine, Topics
 
     source, letters = _topic("poison"), _topic("letters")
@@ -253,7 +254,7 @@ def test_dead_letters_go_to_a_topic_on_the_broker_once_across_restarts(spark, br
         written = [r["value"] for r in topics.read(letters)]
     assert [(v["offset"], v["error"], v.get("value_bytes")) for v in written] == [
         (1, "the value's field N holds 'many', which is not INTEGER (P)", None),
-        (2, "the value '" + "x" * 60 + "...' is not JSON with the columns of P", len(big))]
+        (2, "the value is not JSON with the columns of P", len(big))]
     assert written[1]["value"] == "x" * KEPT_BYTES
 
 

@@ -25,7 +25,7 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 DEFAULT_TOPIC = "streamjoin_dead_letters"
 TOPIC_PROPERTY = "streamjoin.dead.letter.topic"
@@ -42,6 +42,8 @@ class DeadLetters:
     root: Optional[str] = None  # embedded store
     bootstrap: Optional[str] = None  # or a broker
     metric: str = field(default_factory=lambda: f"dead_letters:{uuid.uuid4().hex}")  # the scan's observed metric
+    # the failures' errors said more exactly (the scan's, from its records: ``lower.decode.failure_explainer``)
+    explain: Optional[Callable[[list[dict]], list[str]]] = field(default=None, compare=False)
 
     def write_observed(self, observed) -> int:
         """Write the failed records its scan observed in a batch (``observed``: the Scala map of the batch's
@@ -54,7 +56,11 @@ class DeadLetters:
         items = row.get().getList(0)
         failures = [items.get(i) for i in range(items.size())]
         if failures:
-            self._write([_failed_record(text) for text in failures])
+            rows = [_failed_record(text) for text in failures]
+            if self.explain is not None:
+                for row, error in zip(rows, self.explain(rows)):
+                    row[ERROR] = error
+            self._write(rows)
         return len(failures)
 
     def _write(self, rows: list) -> None:

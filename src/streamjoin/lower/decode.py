@@ -22,6 +22,9 @@ corrupt-record column), whose text is not UTF-8, whose single key column cannot 
 its event time and negative (Kafka's -1: none), gets an error and goes to the query's dead letters
 (``connectors.dead_letters``) instead of on. The error is one line that names what is wrong: the field, its value
 cut short and the type it should have, where a field is to blame (``_field_reason``); else the value, cut short.
+A micro-batch's records get only a short error (which field, for ksqlDB JSON; else "not <format>"): Spark plans a
+micro-batch's expressions anew each time, so the wordier ones are computed for a batch's failed records alone,
+when their dead letters are written (``failure_explainer``).
 
 A bounded source (a file ``path`` instead of a topic) is read once as a batch DataFrame with the same
 columns: JSON lines (every column, key columns included, in each object) or headerless CSV in column
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Optional
+from typing import Callable, NamedTuple, Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -67,6 +70,37 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
     is parsed once; the raw record and its error ride along to the dead-letter step and are dropped after.
     ``origin``: each row also names its record (``ORIGIN``: topic, partition, offset), for the query's late
     records (``connectors.late_records``)."""
+    df = _with_errors(records, scan, detailed=False)
+    if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
+        # the failure is computed in the generated code before the observation, which interprets its input
+        df = df.withColumn(FAILURE, _failure()).observe(dead_letters.metric, F.collect_list(FAILURE).alias("failures"))
+    if origin:
+        df = df.withColumn(ORIGIN, F.to_json(F.struct("topic", "partition", "offset")))
+    return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR, FAILURE)
+
+
+def failure_explainer(records: DataFrame, scan: Scan) -> Callable[[list[dict]], list[str]]:
+    """How the scan's dead letters get their reasons: its failed records (``connectors.dead_letters``) decoded
+    again with ``detailed`` errors, which name the field to blame, its value and the type it should have. The
+    records of a micro-batch are decoded without that detail: its expressions would be planned anew in every
+    micro-batch, and most batches have no failure. A record kept cut short (``KEPT_BYTES``) keeps its first error."""
+    spark, schema = records.sparkSession, records.schema
+
+    def explain(failures: list[dict]) -> list[str]:
+        whole = [f for f in failures if f.get(VALUE_BYTES) is None or len(f["value"] or b"") >= f[VALUE_BYTES]]
+        if not whole:
+            return [f[ERROR] for f in failures]
+        rows = [tuple(f.get(name) if name in RAW else None for name in schema.fieldNames()) for f in whole]
+        explained = _with_errors(spark.createDataFrame(rows, schema), scan, detailed=True)
+        errors = {(r.partition, r.offset): r[ERROR] for r in explained.select("partition", "offset", ERROR).collect()}
+        return [errors.get((f["partition"], f["offset"])) or f[ERROR] for f in failures]
+
+    return explain
+
+
+def _with_errors(records: DataFrame, scan: Scan, detailed: bool) -> DataFrame:
+    """The scan's records decoded (``_decoded``), each with its error (``ERROR``: null if it decodes), and
+    ``RAW``; ``detailed``: an error names the field to blame where one is (``_Parser.reason``)."""
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
     for part in [p for p in ("key", "value") if source.registry_framed(p)]:  # JSON_SR: without its framing
@@ -82,17 +116,12 @@ def decode_scan(records: DataFrame, scan: Scan, dead_letters: Optional[DeadLette
         df = _window_from_key(df, source.window)
     if source.value_format in BINARY_FORMATS:
         df = _binary_as_json(df, source)
-    parsed = _value_parser(source)
+    parser = _value_parser(source)
+    parsed = parser.parse
     if decoded_column(source.topic) in df.columns:
         parsed = _decoded_by_reader(source, otherwise=parsed)
-    df = df.withColumn(PARSED, parsed)
-    df = _decoded(df.withColumn(ERROR, _decode_error(source, F.col(PARSED))), scan)
-    if dead_letters is not None:  # the observation also keeps Spark from pushing the filter below the parse
-        # the failure is computed in the generated code before the observation, which interprets its input
-        df = df.withColumn(FAILURE, _failure()).observe(dead_letters.metric, F.collect_list(FAILURE).alias("failures"))
-    if origin:
-        df = df.withColumn(ORIGIN, F.to_json(F.struct("topic", "partition", "offset")))
-    return df.where(F.col(ERROR).isNull()).drop(*RAW, ERROR, FAILURE)
+    error = _decode_error(source, F.col(PARSED), parser.reason if detailed else None)
+    return _decoded(df.withColumn(PARSED, parsed).withColumn(ERROR, error), scan)
 
 
 def _window_from_key(df: DataFrame, window: tuple[str, int]) -> DataFrame:
@@ -178,59 +207,62 @@ def _field_tree(spark_type: str) -> Optional[dict]:
 
 
 def _decoded_by_reader(source, otherwise: Column) -> Column:
-    """The value as the source reader decoded it, shaped as ``_value_parser``'s struct; ``otherwise`` where
+    """The value as the source reader decoded it, shaped as ``_Parser.parse``'s struct; ``otherwise`` where
     the reader left it."""
     by_reader = F.col("`" + decoded_column(source.topic).replace("`", "``") + "`")
+    reason = [F.lit(None).cast("string").alias(REASON)] if coerces(source) else []
     as_parsed = F.struct(*[by_reader.getField(c.name).alias(c.name) for c in source.columns if c.origin == "value"],
-                         F.lit(None).cast("string").alias(CORRUPT), F.lit(None).cast("string").alias(REASON))
+                         F.lit(None).cast("string").alias(CORRUPT), *reason)
     return F.when(by_reader.isNotNull(), as_parsed).otherwise(otherwise)
 
 
-def _value_parser(source) -> Column:
-    """The value as a struct of the value columns (of ``before``, ``after`` and ``op`` for debezium-json), plus
-    ``CORRUPT`` (the text, when it does not fit) and ``REASON`` (why, when that can be said more exactly than
-    "not this format": the field, its value and the type it should have; text that is not UTF-8)."""
+class _Parser(NamedTuple):
+    """How a source's values are parsed into their columns."""
+
+    parse: Column  # the value as a struct of its columns and ``CORRUPT`` (the text, if it does not fit)
+    reason: Callable[[Column], Column]  # from a reference to the parsed value: why it does not fit, where a field is to blame
+
+
+def _value_parser(source) -> _Parser:
+    """The parse of a value into its columns (of ``before``, ``after`` and ``op`` for debezium-json)."""
     value_cols = [c for c in source.columns if c.origin == "value"]
     row = ", ".join(f"`{c.name}` {c.type}" for c in value_cols) or "`__none` string"
     text = F.col("value").cast("string")
     if source.changelog_format == "debezium-json":  # {"before": row, "after": row, "op": ...}
-        parsed = F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
-                             {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
         rows = F.from_json(text, "map<string,string>")
-        reason = F.coalesce(*[_field_reasons(F.from_json(rows.getItem(side), "map<string,string>"), parsed.getField(side),
-                                             value_cols, f"the value's {side} row's field") for side in ("after", "before")])
-        return _with_reason(parsed, ["before", "after", "op"], text, reason)
+        return _Parser(F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
+                                   {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT}),
+                       lambda parsed: F.coalesce(*[_field_reasons(F.from_json(rows.getItem(side), "map<string,string>"),
+                                                                  parsed.getField(side), value_cols,
+                                                                  f"the value's {side} row's field")
+                                                   for side in ("after", "before")]))
     numbers = _read_as_ksql(source) and any(c.type in TIMES for c in value_cols)
     if source.value_format == "KAFKA":  # one primitive column, as its text (connectors.formats)
         fields = [(_ksql_time(text, c.type) if numbers and c.type in TIMES else text.cast(c.type)).alias(c.name)
                   for c in value_cols] or [F.lit(None).cast("string").alias("__none")]
         bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
-        reason = F.when(bad, F.concat(F.lit("the value holds "), _shown(text),
-                                      F.lit(f", which is not {ksql_type_name(value_cols[0].type)}"))) if value_cols else None
-        return _with_reason(F.struct(*fields, F.when(bad, text).alias(CORRUPT)), [f.name for f in value_cols] or ["__none"],
-                            text, reason)
+        type_name = ksql_type_name(value_cols[0].type) if value_cols else ""
+        return _Parser(F.struct(*fields, F.when(bad, text).alias(CORRUPT)),
+                       lambda parsed: F.concat(F.lit("the value holds "), _shown(text), F.lit(f", which is not {type_name}")))
     if source.value_format == "DELIMITED":  # ksqlDB's: times as numbers, BYTES as base64 (read as text first)
         texts = _read_as_ksql(source) and any(c.type in TIMES or c.type == "binary" for c in value_cols)
-        options = {"sep": delimiter_of(dict(source.properties)), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+        options = {"sep": delimiter_of(dict(source.properties)), "mode": "PERMISSIVE"}
         as_read = row
         if texts:
             as_read = ", ".join(f"`{c.name}` {'string' if c.type in TIMES + ('binary',) else c.type}" for c in value_cols)
-        parsed = F.from_csv(text, f"{as_read}, {CORRUPT} string", options)
-        if texts:
-            parsed = _ksql_times_of_text(parsed, value_cols)
-        cells = F.from_csv(text, ", ".join(f"`{c.name}` string" for c in value_cols) or "`__none` string",
-                           {k: v for k, v in options.items() if k != "columnNameOfCorruptRecord"})
-        reason = F.coalesce(*[_field_reason(cells.getField(c.name), parsed.getField(c.name), c, "the value's field")
-                              for c in value_cols], F.lit(None).cast("string"))
-        return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, reason)
+        parsed = F.from_csv(text, f"{as_read}, {CORRUPT} string", {**options, "columnNameOfCorruptRecord": CORRUPT})
+        cells = F.from_csv(text, ", ".join(f"`{c.name}` string" for c in value_cols) or "`__none` string", options)
+        return _Parser(_ksql_times_of_text(parsed, value_cols) if texts else parsed,
+                       lambda parsed: F.coalesce(*[_field_reason(cells.getField(c.name), parsed.getField(c.name), c,
+                                                                 "the value's field") for c in value_cols],
+                                                 F.lit(None).cast("string")))
     if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     if coerces(source):
-        parsed = _ksql_coerced(text, value_cols)
-        return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, parsed.getField(REASON))
-    parsed = F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
-    reason = _field_reasons(F.from_json(text, "map<string,string>"), parsed, value_cols, "the value's field")
-    return _with_reason(parsed, [c.name for c in value_cols] or ["__none"], text, reason)
+        return _Parser(_ksql_coerced(text, value_cols),
+                       lambda parsed: _ksql_coerced(text, value_cols, shown=True).getField(REASON))
+    return _Parser(F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT}),
+                   lambda parsed: _field_reasons(F.from_json(text, "map<string,string>"), parsed, value_cols, "the value's field"))
 
 
 SHOWN = 60  # characters of an offending value a reason shows
@@ -256,16 +288,6 @@ def _field_reasons(raws: Column, parsed: Column, columns, where: str) -> Column:
                       F.lit(None).cast("string"))
 
 
-def _with_reason(parsed: Column, fields: list[str], text: Column, reason: Optional[Column]) -> Column:
-    """``parsed`` (a struct of ``fields`` and ``CORRUPT``) with ``REASON``; a text that is not UTF-8 is corrupt
-    whatever the parser made of it (Spark's text type would carry the bytes on unchecked)."""
-    not_utf8 = text.isNotNull() & ~F.call_function("is_valid_utf8", text)
-    corrupt = F.when(not_utf8, text).otherwise(parsed.getField(CORRUPT))
-    reason = F.when(not_utf8, F.lit("the value is not UTF-8 text")).otherwise(
-        F.when(corrupt.isNotNull(), reason) if reason is not None else F.lit(None).cast("string"))
-    return F.struct(*[parsed.getField(f).alias(f) for f in fields], corrupt.alias(CORRUPT), reason.alias(REASON))
-
-
 COERCED = ("tinyint", "smallint", "int", "bigint", "float", "double")
 TIMES = ("timestamp", "date", TIME)  # read by ksqlDB from numbers: epoch milliseconds, epoch days, ms of the day
 REASON = "__reason"  # in a parsed value: why a field's value could not be read as its column's type
@@ -277,13 +299,13 @@ def coerces(source) -> bool:
     return _read_as_ksql(source) and source.value_format not in ("KAFKA", "DELIMITED")
 
 
-def _ksql_coerced(text: Column, columns) -> Column:
+def _ksql_coerced(text: Column, columns, shown: bool = False) -> Column:
     """A JSON value read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number takes a JSON number (an integer
     its whole part) or a string holding one (``"22"``), a STRING column any scalar as its text, a TIMESTAMP a
     number of milliseconds since 1970, a DATE one of days and a TIME one of milliseconds since midnight (or, as
     other readers take them, their text), inside a STRUCT, ARRAY or MAP too. Numbers and times are parsed as text
     and then converted (``_ksql_scalar``); a field that does not convert makes the record bad, with ``REASON``
-    naming the field (and, for a column's own value, its value and the column's type)."""
+    naming the field (and, for a column's own value, the column's type; ``shown``: and its value)."""
     as_text = ", ".join(f"`{c.name}` {_text_leaves(c.type)}" for c in columns) or "`__none` string"
     parsed = F.from_json(text, f"{as_text}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT})
     fields, reasons = [], []
@@ -301,7 +323,8 @@ def _ksql_coerced(text: Column, columns) -> Column:
             continue
         value = _ksql_scalar(raw, c.type)
         fields.append(value.alias(c.name))
-        reasons.append(_field_reason(raw, value, c, "the value's field"))
+        reasons.append(_field_reason(raw, value, c, "the value's field") if shown else F.when(
+            raw.isNotNull() & value.isNull(), F.lit(f"the value's field {c.name} is not {ksql_type_name(c.type)}")))
     reason = F.coalesce(*reasons) if reasons else F.lit(None).cast("string")
     return F.struct(*fields, F.coalesce(parsed.getField(CORRUPT), reason).alias(CORRUPT), reason.alias(REASON))
 
@@ -420,16 +443,24 @@ def _millis(source, time: Column) -> Column:
     return F.unix_millis(time) if source.column(source.timestamp_column).type.startswith("timestamp") else time.cast("bigint")
 
 
-def _decode_error(source, parsed: Column) -> Column:
-    """Why a record cannot be decoded, or null."""
+def _decode_error(source, parsed: Column, reason: Optional[Callable[[Column], Column]] = None) -> Column:
+    """Why a record cannot be decoded, or null. A value that does not fit is "not <format> with the columns of
+    <source>"; given ``reason`` (``_Parser.reason``: explaining a dead letter, ``failure_explainer``), the error
+    names the field to blame, its value and its type, or shows the value; a ksqlDB JSON value names its field
+    (``_ksql_coerced``) either way. A text value that is not UTF-8 does not fit, whatever its parser made of it
+    (Spark's text type would carry the bytes on unchecked)."""
     fmt = source.changelog_format or source.value_format
-    reason = F.lit(f"the value is not {fmt} with the columns of {source.name}")
-    if fmt in TEXT_FORMATS:
-        reason = F.concat(F.lit("the value "), _shown(F.col("value").cast("string")),
-                          F.lit(f" is not {fmt} with the columns of {source.name}"))
-    # a field that does not convert to its column's type, named; text that is not UTF-8
-    reason = F.coalesce(F.concat(parsed.getField(REASON), F.lit(f" ({source.name})")), reason)
-    error = F.when(F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull()), reason)
+    text = F.col("value").cast("string")
+    not_utf8 = text.isNotNull() & ~F.call_function("is_valid_utf8", text) if fmt in TEXT_FORMATS else F.lit(False)
+    why = F.concat(parsed.getField(REASON), F.lit(f" ({source.name})")) if coerces(source) else F.lit(None).cast("string")
+    generic = F.lit(f"the value is not {fmt} with the columns of {source.name}")
+    if reason is not None:
+        if fmt in TEXT_FORMATS:
+            generic = F.concat(F.lit("the value "), _shown(text), F.lit(f" is not {fmt} with the columns of {source.name}"))
+        why = F.when(not_utf8, F.lit(f"the value is not UTF-8 text ({source.name})")).otherwise(
+            F.concat(reason(parsed), F.lit(f" ({source.name})")))
+    failed = F.col("value").isNotNull() & (parsed.isNull() | parsed.getField(CORRUPT).isNotNull() | not_utf8)
+    error = F.when(failed, F.coalesce(why, generic))
     if source.changelog_format == "debezium-json":
         error = F.coalesce(error, F.when(F.col("value").isNotNull() & ~parsed.getField("op").isin(*DEBEZIUM_OPS),
                                          F.lit("the debezium-json 'op' is not c, r, u or d")))
@@ -452,9 +483,9 @@ def _decode_error(source, parsed: Column) -> Column:
     if len(key_cols) == 1:
         col = key_cols[0]
         key = _key_column(source, col, False)
-        error = F.coalesce(error, F.when(F.col("key").isNotNull() & key.isNull(),
-                                         F.concat(F.lit("the key "), _shown(F.col("key").cast("string")), F.lit(
-                                             f" is not {source.key_format} {ksql_type_name(col.type)} ({col.name})"))))
+        shown = [_shown(F.col("key").cast("string")), F.lit(" ")] if reason is not None else []
+        error = F.coalesce(error, F.when(F.col("key").isNotNull() & key.isNull(), F.concat(
+            F.lit("the key "), *shown, F.lit(f"is not {source.key_format} {ksql_type_name(col.type)} ({col.name})"))))
     return error
 
 

@@ -29,7 +29,7 @@ from ..plan.nodes import (
 )
 from ..plan.pushdown import database_read
 from ..sql import ast
-from .decode import decode_scan, json_columns, json_key_columns, read_bounded, reader_decoded
+from .decode import decode_scan, failure_explainer, json_columns, json_key_columns, read_bounded, reader_decoded
 from .expressions import compile_expr
 from .operator_table import node_operator, operator_for
 
@@ -250,8 +250,8 @@ def lower(node: PlanNode, records: DataFrame, ctx: LoweringContext) -> DataFrame
         if node.source.bounded:
             read = database_read(ctx.plan or node, node) if node.source.database is not None else None
             return read_bounded(records.sparkSession, node, read)
-        return decode_scan(records, node, ctx.dead_letters(node.source.name) if ctx.dead_letters else None,
-                           origin=ctx.late_records is not None)
+        letters = ctx.dead_letters(node.source.name, failure_explainer(records, node)) if ctx.dead_letters else None
+        return decode_scan(records, node, letters, origin=ctx.late_records is not None)
     if isinstance(node, Filter):
         df = lower(node.input, records, ctx)
         if node.operator:

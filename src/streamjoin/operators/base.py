@@ -32,7 +32,7 @@ class LoweringContext:
     properties: dict
     records: Optional[DataFrame] = None  # the query's raw source rows, tick rows included
     time_buckets: int = DEFAULT_TIME_BUCKETS
-    dead_letters: Optional[Callable] = None  # source name -> connectors.dead_letters.DeadLetters
+    dead_letters: Optional[Callable] = None  # (source name, its failures' explainer) -> connectors.dead_letters.DeadLetters
     # (rows, {name: value}) -> rows, adding up each ``value`` per batch under its ``name`` (``runtime.observed_counts``):
     # the rows a stateless step drops, its own counts, a stateful operator's counters (``operators.state.run_segmented``)
     observe_counts: Optional[Callable[[DataFrame, dict], DataFrame]] = None

@@ -342,8 +342,9 @@ class Engine:
         dead_letter_topic = self.catalog.properties.get(DEAD_LETTER_PROPERTY, DEAD_LETTER_TOPIC)
         letters: list[DeadLetters] = []  # one per scan, made while lowering
 
-        def dead_letters(source: str) -> DeadLetters:
-            letters.append(DeadLetters(planned.query_id, source, dead_letter_topic, root=self.topics_root, bootstrap=bootstrap))
+        def dead_letters(source: str, explain: Callable) -> DeadLetters:
+            letters.append(DeadLetters(planned.query_id, source, dead_letter_topic, root=self.topics_root, bootstrap=bootstrap,
+                                       explain=explain))
             return letters[-1]
 
         counts = ObservedCounts(checkpoint)
