@@ -164,8 +164,8 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
 
     options = SourceOptions(root, per_batch, bootstrap=bootstrap)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
-                          dead_letters=lambda source: DeadLetters(planned.query_id, source, DEFAULT_TOPIC,
-                                                                  root=root, bootstrap=bootstrap),
+                          dead_letters=lambda source, explain: DeadLetters(planned.query_id, source, DEFAULT_TOPIC, root=root,
+                                                                           bootstrap=bootstrap, explain=explain),
                           observe_counts=ObservedCounts("").observe_counts,
                           side_topics=tuple(side_topics(planned.plan)), plan=planned.plan)
     records = read_inputs(spark, planned.plan, options)
