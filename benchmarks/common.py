@@ -149,19 +149,18 @@ def streamjoin_query(spark, sql: str, root: str, per_batch: int, bootstrap=None)
     reading the embedded topics under ``root`` (or Kafka topics on ``bootstrap``) ``per_batch`` records
     at a time; undecodable records are collected for the dead letters, and stateless drops observed, as the
     engine does (a no-op sink writes neither)."""
+    from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
     from streamjoin.lower.lowering import SourceOptions, lower, read_inputs, side_topics
     from streamjoin.lower import operator_table
     from streamjoin.lower.sink import encode
     from streamjoin.operators.base import LoweringContext
     from streamjoin.plan.catalog import Catalog
     from streamjoin.plan.statements import StatementPlanner
+    from streamjoin.runtime.observed_counts import ObservedCounts
     from streamjoin.sql import parse_script
 
     planner = StatementPlanner(Catalog(), operators=operator_table)
     planned = [planner.plan(item) for item in parse_script(sql)][-1].query
-    from streamjoin.connectors.dead_letters import DEFAULT_TOPIC, DeadLetters
-    from streamjoin.runtime.observed_counts import ObservedCounts
-
     options = SourceOptions(root, per_batch, bootstrap=bootstrap)
     ctx = LoweringContext(checkpoint_dir="", properties={}, time_buckets=options.time_buckets,
                           dead_letters=lambda source, explain: DeadLetters(planned.query_id, source, DEFAULT_TOPIC, root=root,
