@@ -1,7 +1,7 @@
 """Kafka topics on a real broker (Tansu, started on 127.0.0.1 by the test): the source resumes exactly from
 its checkpoint, honours startingOffsets and the batch limit, keeps keys, values, timestamps,
 headers and tombstones, and reports lost data; seed conformance cases (and a headers case) give the same
-results on Kafka; a query killed with SIGKILL and restarted writes each result to its Kafka topic exactly
+results on Kafka; a query killed with SIGKILL (from outside, and at its crash points around the sink write) and restarted writes each result to its Kafka topic exactly
 once."""
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from streamjoin.connectors.dead_letters import KEPT_BYTES
 from streamjoin.connectors.kafka_client import KafkaTopics, high_watermarks, probe, producer, reading_consumer
 from streamjoin.connectors.local_broker import local_broker
 from streamjoin.connectors.topic_store import Record
+from streamjoin.runtime.crash_points import ENV as CRASH_AT
 
 from ..conftest import SEED_CASES
 
@@ -271,10 +272,18 @@ KILL_INPUTS = [("pages", i % 7, {"TITLE": f"t{i}"}, i) for i in range(0, 80, 9)]
 KILL_SINKS = ("TITLED", "PAIRED", "PER_PAGE")
 
 
-def _cli(home, script, bootstrap, *extra):
+def _cli(home, script, bootstrap, *extra, crash_at=None):
+    """`streamjoin run` on the broker (killing itself at the crash point ``crash_at``, if given); what it prints
+    goes to `home/run-N.log`."""
     cmd = [sys.executable, "-m", "streamjoin.cli", "--home", str(home), "run", str(script),
            "--bootstrap-servers", bootstrap, "--max-records-per-batch", "16", *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / f"run-{len(list(home.glob('run-*.log')))}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, CRASH_AT: crash_at} if crash_at else None)
+    proc.log = log
+    return proc
 
 
 def _produce(bootstrap):
@@ -314,6 +323,12 @@ def test_kill_and_restart_writes_each_result_to_kafka_once(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         assert len(_sink_records(bootstrap)["TITLED"]) < len(expected["TITLED"]), "the kill came too late to test anything"
+        # killed by itself after the first batch's write to Kafka, then after all its restart's first batch writes,
+        # both before Spark commits the batch (``runtime.crash_points``)
+        for point in ("sink-written", "batch-written"):
+            proc = _cli(tmp_path / "crashed", script, bootstrap, "--once", crash_at=f"{point}:1")
+            said = proc.wait(timeout=300), proc.log.read_text(errors="replace")
+            assert said[0] == -signal.SIGKILL and f"crash point {point}" in said[1], said
         assert _cli(tmp_path / "crashed", script, bootstrap, "--once").wait(timeout=300) == 0
         assert _sink_records(bootstrap) == expected
 

@@ -1,6 +1,7 @@
 """A query's ``foreachBatch`` function: write the batch to the sink, then what the batch's execution
 observed beside it — late records (``connectors.late_records``), dead letters (``connectors.dead_letters``)
-and counts (``runtime.observed_counts``) — before Spark commits the batch."""
+and counts (``runtime.observed_counts``) — before Spark commits the batch. A test can kill the engine between
+those steps (``runtime.crash_points``)."""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -10,6 +11,7 @@ from py4j.protocol import Py4JJavaError
 from ..connectors.dead_letters import DeadLetters
 from ..connectors.late_records import LateRecords
 from ..errors import StreamjoinError
+from .crash_points import reached
 from .observed_counts import ObservedCounts
 
 
@@ -52,13 +54,14 @@ def sink_function(write: Callable, letters: list[DeadLetters], counts: ObservedC
     def write_batch(batch, batch_id: int) -> None:
         try:
             write(batch, batch_id)
-            if not letters and not counts.metrics and late is None:
-                return
-            observed = run.observed()
-            if late is not None:
-                late.write_observed(observed, batch_id, run.writer())
-            written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
-            counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
+            reached("sink-written", run.spark)
+            if letters or counts.metrics or late is not None:
+                observed = run.observed()
+                if late is not None:
+                    late.write_observed(observed, batch_id, run.writer())
+                written = sum(dead_letters.write_observed(observed) for dead_letters in letters)
+                counts.record(run.spark, observed, batch_id, {"dead_letters": written} if letters else {})
+            reached("batch-written", run.spark)
         except Py4JJavaError as error:
             interruption = _interruption(error)
             if interruption is None:

@@ -40,6 +40,7 @@ from ..plan.settings import (DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MO
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
+from .crash_points import crash_point
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
 from .observed_counts import ObservedCounts
 from .session import register_sources
@@ -226,6 +227,7 @@ class Engine:
         return under(self.checkpoint_root, planned.query_id)
 
     def start_pending(self) -> list[RunningQuery]:
+        crash_point()  # a test's crash point that names no point is refused before anything starts
         started = [self._start(planned) for planned in self.pending]
         self.pending.clear()
         self.queries.extend(started)
