@@ -8,7 +8,7 @@ moments that matter most to exactly-once output last milliseconds, so a test nam
   counts) is not written yet, and Spark has not committed the batch;
 - ``batch-written``: everything the batch writes is written; Spark has not committed it.
 The Spark JVM goes first, then this process; the Python workers the JVM started end with it. Unset, a point
-costs one dictionary lookup."""
+costs one environment lookup."""
 from __future__ import annotations
 
 import os

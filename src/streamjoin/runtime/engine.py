@@ -40,8 +40,8 @@ from ..plan.settings import (DATA_LOSS, INGESTION_ORDER, OFFSET_RESET, RESULT_MO
 from ..plan.statements import PlannedQuery, PlannedStatement, StatementPlanner
 from ..sql import ast, parse_script
 from .batch_sink import QueryRun, sink_function
-from .crash_points import crash_point
 from .checkpoint_layout import check_fingerprint, drop_unfinished_first_batch, fingerprint, reset, save_layout, state_buckets
+from .crash_points import crash_point
 from .observed_counts import ObservedCounts
 from .session import register_sources
 from .storage import delete, embedded_root, home_location, local_path, under
