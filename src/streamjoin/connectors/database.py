@@ -24,7 +24,6 @@ import json
 import re
 import time
 import urllib.parse
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import StreamjoinError
+from .lookup_cache import LookupCache
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -115,9 +115,13 @@ def connect(endpoint: Endpoint, autocommit: bool = True):
     return driver.connect(endpoint.target, autocommit=autocommit)
 
 
+class RemoteError(Exception):
+    """An error met in another process (the executor's lookup cache server), worded there with its type."""
+
+
 def describe_failure(err: BaseException, table: str, url: str, password: Optional[str]) -> str:
     """What went wrong, naming the table and the URL, with the password nowhere in it."""
-    text = f"{type(err).__name__}: {err}"
+    text = str(err) if isinstance(err, RemoteError) else f"{type(err).__name__}: {err}"
     if password:
         text = text.replace(password, "***").replace(urllib.parse.quote(password, safe=""), "***")
     return f"database table {table} at {mask(url)}: {mask(text)}"
@@ -276,8 +280,7 @@ class Lookup:
         self.endpoint, self.table = endpoint, table
         self.key_columns, self.columns = list(key_columns), list(columns)
         self.schema, self.key_schema = schema, key_schema
-        self.cache_limits = cache
-        self.cache: "OrderedDict[tuple, tuple[float, float, pa.Table, list]]" = OrderedDict()
+        self.cache = LookupCache(schema, len(key_columns), *cache) if cache is not None else None
         self.round_trips = 0
         self._conn = None
 
@@ -327,48 +330,17 @@ class Lookup:
 
     def rows(self, keys: pa.Table) -> pa.Table:
         """The rows of ``keys`` (distinct, no nulls; named and typed as ``key_schema``), from the cache where it
-        holds them, else from the database (one round trip for all the others).
-
-        The cache maps a key to (written at, read at, the fetched table its rows are in, their positions there):
-        a hit costs a dictionary lookup, and the rows of every hit in one fetched table are taken at once."""
-        if self.cache_limits is None or keys.num_rows == 0:
+        holds them, else from the database (one round trip for all the others)."""
+        if self.cache is None or keys.num_rows == 0:
             return self.query(keys) if keys.num_rows else self.schema.empty_table()
-        max_rows, write_ttl, access_ttl, cache_missing = self.cache_limits
         now = time.monotonic() * 1000
-        tuples = list(zip(*(keys.column(i).to_pylist() for i in range(keys.num_columns))))
-        hits: dict[int, tuple[pa.Table, list]] = {}  # id(fetched table) -> (table, positions wanted)
-        missing = []
-        cache = self.cache
-        for i, key in enumerate(tuples):
-            entry = cache.get(key)
-            if entry is not None and (write_ttl is None or now - entry[0] < write_ttl) \
-                    and (access_ttl is None or now - entry[1] < access_ttl):
-                cache[key] = (entry[0], now, entry[2], entry[3])
-                cache.move_to_end(key)
-                hits.setdefault(id(entry[2]), (entry[2], []))[1].extend(entry[3])
-            else:
-                missing.append(i)
-        found = [table.take(pa.array(positions, pa.int64())) for table, positions in hits.values() if positions]
-        if missing:
-            fetched = self.query(keys.take(missing))
-            for key, positions in _positions_by_key(fetched, len(self.columns), [tuples[i] for i in missing]).items():
-                if positions or cache_missing:
-                    cache[key] = (now, now, fetched, positions)
-                    cache.move_to_end(key)
-            while max_rows is not None and len(cache) > max_rows:
-                cache.popitem(last=False)
-            found.append(fetched)
-        return pa.concat_tables(found) if found else self.schema.empty_table()
-
-
-def _positions_by_key(rows: pa.Table, first_key: int, keys: list[tuple]) -> dict[tuple, list[int]]:
-    """The positions in ``rows`` of each of ``keys`` (its key columns start at ``first_key``; [] for a key
-    without rows)."""
-    positions: dict[tuple, list[int]] = {key: [] for key in keys}
-    found = zip(*(rows.column(i).to_pylist() for i in range(first_key, rows.num_columns)))
-    for i, key in enumerate(found):
-        positions.setdefault(key, []).append(i)
-    return positions
+        found, unanswered = self.cache.get(keys, now)
+        if not unanswered.any():
+            return found
+        asked = keys.filter(pa.array(unanswered))
+        fetched = self.query(asked)
+        self.cache.put(asked, fetched, now)
+        return pa.concat_tables([found, fetched])
 
 
 def _pg_array_type(arrow_type: pa.DataType) -> str:

@@ -4,10 +4,11 @@ table in a database ('jdbc'). Stateless: no operator state, no clock.
 Algorithm, per partition of a micro-batch (``mapInArrow``, on the executors):
 1. The partition's stream records that may match (key not null, their one-input ON predicates hold).
 2. Their distinct join keys, looked up in one query (``connectors.database.Lookup``): in the cache first when
-   'lookup.cache' = 'PARTIAL' (a cache per Python worker, kept across micro-batches; rows leave it at
-   'max-rows', least recently used first, or when their 'expire-after-*' time passed), then in the database
-   for the rest. A failed query is tried again 'lookup.max-retries' times, a second longer each time, then
-   the query stops with the database's error (the table and URL named, the password masked).
+   'lookup.cache' = 'PARTIAL' (one cache per executor, shared by its Python workers and kept across
+   micro-batches: ``connectors.lookup_service``; rows leave it at 'max-rows', least recently used first, or when
+   their 'expire-after-*' time passed), then in the database for the rest. A failed query is tried again
+   'lookup.max-retries' times, a second longer each time, then the query stops with the database's error (the
+   table and URL named, the password masked).
 3. Each record paired with every row of its key (equalities on any columns: a key may have several rows);
    LEFT: a record with no row (or a null key, as in Flink) is padded with nulls; INNER drops it (a null key
    counted as ``null_key``).
@@ -30,6 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from ..connectors.database import Lookup, parse_url, with_retries
+from ..connectors.lookup_service import RemoteLookup, describe
 from ..lower.expressions import compile_expr
 from ..plan.catalog import DatabaseTable
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, Join, base_scan
@@ -129,22 +131,26 @@ class _LookupPlan:
         yield pa.RecordBatch.from_pydict({**marker, TRIPS: pa.array([trips], pa.int64())}, schema=joined.schema)
 
 
-_LOOKUPS: dict = {}  # per Python worker: (database, key columns, columns, key types) -> Lookup, with its cache
+_LOOKUPS: dict = {}  # per Python worker: (database, key columns, columns, key types) -> its Lookup
 
 
-def _lookup(plan: _LookupPlan) -> Lookup:
-    """This worker's ``Lookup`` (and cache) for the plan's table, key columns and columns."""
+def _lookup(plan: _LookupPlan):
+    """This worker's ``Lookup`` for the plan's table, key columns and columns: its own without a cache; with
+    'PARTIAL', a handle on the executor's cache (``connectors.lookup_service``), shared by its workers."""
     db = plan.database
     fetched = [(c, db_c) for c, db_c in zip(plan.table_cols, plan.db_columns) if db_c is not None]
     schema = pa.schema([pa.field(c, plan.arrow_types[c]) for c, _ in fetched] + list(plan.key_schema))
     identity = (db, tuple(plan.key_columns), tuple(fetched), plan.key_schema)
     lookup = _LOOKUPS.get(identity)
     if lookup is None:
-        cache = None
+        endpoint, columns = parse_url(db.url, db.username, db.password), [d for _, d in fetched]
         if db.cache == "PARTIAL":
-            cache = (db.cache_max_rows, db.expire_after_write_ms, db.expire_after_access_ms, db.cache_missing_key)
-        lookup = _LOOKUPS[identity] = Lookup(parse_url(db.url, db.username, db.password), db.table,
-                                             plan.key_columns, [d for _, d in fetched], schema, plan.key_schema, cache)
+            limits = (db.cache_max_rows, db.expire_after_write_ms, db.expire_after_access_ms, db.cache_missing_key)
+            lookup = RemoteLookup(describe(endpoint, db.table, plan.key_columns, columns, schema, plan.key_schema,
+                                           limits))
+        else:
+            lookup = Lookup(endpoint, db.table, plan.key_columns, columns, schema, plan.key_schema)
+        _LOOKUPS[identity] = lookup
     return lookup
 
 
@@ -168,7 +174,9 @@ def _pairs(records: pa.Table, may_match: pa.ChunkedArray, rows: pa.Table, keys, 
     record_index = matched.column(RECORD).to_numpy()
     row_index = matched.column("__row").to_numpy()
     if outer:
-        alone = np.setdiff1d(np.arange(records.num_rows), record_index)
+        paired = np.zeros(records.num_rows, bool)
+        paired[record_index] = True
+        alone = np.flatnonzero(~paired)
         record_index = np.concatenate([record_index, alone])
         row_index = pa.array(np.concatenate([row_index, np.zeros(len(alone), np.int64)]),
                              mask=np.concatenate([np.zeros(len(matched), bool), np.ones(len(alone), bool)]))
