@@ -1,9 +1,12 @@
 """The embedded topic store: ordering, partitions, atomic commits, idempotent sink batches."""
 from __future__ import annotations
 
+import copy
 import os
+import random
 
 import pyarrow.ipc as ipc
+import pytest
 
 from streamjoin.connectors.topic_store import Record, TopicStore, partition_for
 
@@ -87,6 +90,7 @@ def test_headers_are_kept_in_order_and_old_segments_read_without_them(tmp_path):
         out.write_table(old)
     state = store._state()
     state["seq"] = 3
+    state["topics"]["t"]["next_offset"] = [3]  # a commit counts its records
     store._commit(state)
     assert [r.headers for r in store.records("t")] == [headers, (), ()]
 
@@ -108,10 +112,78 @@ def test_a_read_costs_what_it_reads_not_the_topics_history(tmp_path, monkeypatch
     assert reader.seq_after(["t", "u"], committed - 4, 3, committed) == committed - 1
     assert not listed  # nothing new: the index answers
     opened.clear()
+    elsewhere = copy.deepcopy(topic_store._INDEXES)  # what a reader in another process knows
     writer.append([("t", [rec("k", "300", 300)])], writer="q", batch_id=0)  # the writer lists nothing either
     assert not listed
     assert reader.read_table("t", after_seq=committed).column("value").to_pylist() == [b"300"]
+    assert not listed and len(opened) == 1  # this process's index has the writer's segment
+    topic_store._INDEXES.clear(), topic_store._INDEXES.update(elsewhere)
+    opened.clear()
+    assert reader.read_table("t", after_seq=committed).column("value").to_pylist() == [b"300"]
     assert len(listed) == 1 and len(opened) == 1  # the new segment only
+
+
+def test_many_small_appends_are_merged_into_a_few_segments(tmp_path, monkeypatch):
+    """A topic written an append at a time keeps a few segments per level, not one per append; every read and
+    every seq_after over the merged segments (whose numbers have gaps: another topic's records lie between)
+    answers as over the records themselves, in this process and in one that listed the topic before."""
+    from streamjoin.connectors import topic_store
+
+    monkeypatch.setattr(topic_store, "MERGE_FANOUT", 4)
+    monkeypatch.setattr(topic_store, "MERGED_ROWS_MAX", 200)
+    store, rng, seqs = TopicStore(tmp_path), random.Random(7), {"t": [], "u": []}
+    elsewhere = None
+    for i in range(700):
+        topics = ["t", "u"] if i % 3 else ["t"]
+        store.append([(topic, [rec("k", f"{topic}{i}.{j}", i) for j in range(rng.choice([1, 1, 1, 2]))])
+                      for topic in topics])
+        if i == 40:
+            store.read_table("t")
+            elsewhere, then = copy.deepcopy(topic_store._INDEXES), store.committed_seq()  # a reader listed it then
+    for record in store.records("t") + store.records("u"):
+        seqs[record.value.decode()[0]].append(record.seq)
+    assert len(seqs["t"]) == len(set(seqs["t"])) > 700
+    names = os.listdir(tmp_path / "t")
+    assert len(names) < 30 and any(name.count("-") == 4 for name in names), names  # merged, levels deep
+    committed = store.committed_seq()
+    for reader_knows in (copy.deepcopy(topic_store._INDEXES), elsewhere):
+        topic_store._INDEXES.clear(), topic_store._INDEXES.update(reader_knows)
+        assert store.read_table("t", 0, then).column("seq").to_pylist() == [s for s in seqs["t"] if s <= then]
+        for _ in range(300):
+            after, upto = sorted(rng.sample(range(committed + 1), 2))
+            want = [s for s in seqs["t"] if after < s <= upto]
+            assert store.read_table("t", after, upto).column("seq").to_pylist() == want
+            count = rng.choice([1, 2, 5, 50, 10**6])
+            both = sorted(s for s in seqs["t"] + seqs["u"] if after < s <= upto)
+            assert store.seq_after(["t", "u"], after, count, upto) == (both[:count] or [after])[-1]
+
+
+def test_a_merge_killed_before_it_deleted_its_parts_loses_and_doubles_nothing(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamjoin.connectors import topic_store
+
+    monkeypatch.setattr(topic_store, "MERGE_FANOUT", 4)
+    store = TopicStore(tmp_path)
+    for i in range(3):
+        store.append([("t", [rec("k", str(i), i)])])
+    unlink = Path.unlink
+
+    def killed(path, missing_ok=False):
+        if path.name.startswith("seg-"):
+            raise KeyboardInterrupt("killed")
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.append([("t", [rec("k", "3", 3)])])  # committed, merged, its parts not yet deleted
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert len(os.listdir(tmp_path / "t")) == 5
+    topic_store._INDEXES.clear()  # a reader in another process
+    assert [r.value for r in store.records("t")] == [b"0", b"1", b"2", b"3"]
+    store.append([("t", [rec("k", "4", 4)])])  # the next append deletes the parts
+    assert [r.value for r in store.records("t")] == [b"0", b"1", b"2", b"3", b"4"]
+    assert sorted(os.listdir(tmp_path / "t")) == [f"seg-{1:020d}-{4:020d}-1-4.arrow", f"seg-{5:020d}-{5:020d}.arrow"]
 
 
 def test_a_topic_deleted_and_created_again_is_read_afresh(tmp_path):

@@ -4,8 +4,9 @@ Layout::
 
     root/_log.json                       committed state: global sequence, per-topic offsets, sink batches
     root/_lock                           advisory lock serialising writers
-    root/_appending                      the topics an append is writing segments to, until it commits
+    root/_appending                      the topics an append is writing segments to, until it has ended
     root/<topic>/seg-<first>-<last>.arrow  Arrow IPC segments, one per append, named by global sequence
+    root/<topic>/seg-<first>-<last>-<level>-<rows>.arrow  a merge of MERGE_FANOUT consecutive segments
 
 Every record is ``(key, value, timestamp, partition, offset, headers)`` plus ``seq``: a store-wide sequence number
 assigned at append time. ``seq`` is the ingestion order across all topics of the store, so a query
@@ -17,10 +18,13 @@ dies mid-append leaves nothing visible; the next writer finds ``_appending`` and
 segments of those topics. Sinks pass ``(writer_id, batch_id)``: a batch id at or below the last one committed
 for that writer is skipped, which makes replayed micro-batches idempotent (exactly-once output after a restart).
 
-A topic gains a segment file per append, so nothing here may cost what a topic's history costs: each process
-keeps an index of every topic's committed segments (``_SegmentIndex``; a committed segment never changes)
-and lists a topic's folder again only when it is asked for records past what the index covers, adding just
-the names after its last; a read or a ``seq_after`` finds its segments by bisection. An append lists nothing.
+Nothing here may cost what a topic's history costs. An append writes a segment, so after its commit the
+append merges a topic's last MERGE_FANOUT segments of one level into one segment of the next level (up to
+MERGED_ROWS_MAX records): a topic of a million one-record appends keeps a few dozen files, not a million.
+Each process keeps an index of every topic's committed segments (``_SegmentIndex``) and lists a topic's folder
+again only when the index lacks some of the topic's committed records (``_log.json`` counts them), adding
+just the names after its last; a read or a ``seq_after`` finds its segments by bisection. A reader that finds
+a segment gone (merged since it listed it) lists the folder again.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -76,35 +81,84 @@ def partition_for(key: Optional[bytes], partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
-def _segment_range(name: str) -> tuple[int, int]:
-    """(first, last) sequence number of the segment file ``name`` (``seg-<first>-<last>.arrow``)."""
-    _, first, last = name[: -len(SEGMENT_SUFFIX)].split("-")
-    return int(first), int(last)
+def _segment_name(first: int, last: int, level: int = 0, rows: int = 0) -> str:
+    """A segment's file name: ``seg-<first>-<last>.arrow`` for one append's records (sequence numbers first,
+    first + 1, ..., last), ``seg-<first>-<last>-<level>-<rows>.arrow`` for a merge of segments."""
+    merged = f"-{level}-{rows}" if level else ""
+    return f"{SEGMENT_PREFIX}{first:020d}-{last:020d}{merged}{SEGMENT_SUFFIX}"
 
 
 def _is_segment(name: str) -> bool:
     return name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX)
 
 
+@dataclass(frozen=True)
+class _Segment:
+    name: str
+    first: int
+    last: int
+    level: int  # 0: one append's records; n + 1: MERGE_FANOUT segments of level n merged
+    rows: int
+
+    @staticmethod
+    def of(name: str) -> "_Segment":
+        numbers = [int(n) for n in name[len(SEGMENT_PREFIX): -len(SEGMENT_SUFFIX)].split("-")]
+        first, last = numbers[:2]
+        level, rows = numbers[2:] or (0, last - first + 1)
+        return _Segment(name, first, last, level, rows)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether it holds every sequence number from first to last (one append's segment does)."""
+        return self.rows == self.last - self.first + 1
+
+
+def _held(segments: Iterable[_Segment]) -> list:
+    """The segments another of ``segments`` holds: parts a merge that died before deleting them left behind."""
+    outer, held = None, []
+    for segment in sorted(segments, key=lambda s: (s.first, -s.last)):
+        if outer is not None and segment.last <= outer.last:
+            held.append(segment)
+        else:
+            outer = segment
+    return held
+
+
 @dataclass
 class _SegmentIndex:
     """One topic's committed segments known to this process, in sequence order: every segment whose last
-    sequence number is at most ``covered``. Names sort as their numbers do (fixed-width digits)."""
+    sequence number is at most ``covered``, holding ``rows`` records in all."""
 
-    names: list = field(default_factory=list)
+    segments: list = field(default_factory=list)
     firsts: list = field(default_factory=list)
     lasts: list = field(default_factory=list)
     covered: int = -1
+    rows: int = 0
 
-    def between(self, after_seq: int, upto_seq: int) -> range:
-        """Positions of the segments holding records with ``after_seq < seq <= upto_seq``."""
-        return range(bisect.bisect_right(self.lasts, after_seq), bisect.bisect_right(self.firsts, upto_seq))
+    def add(self, segment: _Segment) -> None:
+        """Add a segment past the known ones, or a merge of the latest known ones (it replaces them)."""
+        while self.segments and self.firsts[-1] >= segment.first:
+            self.rows -= self.segments.pop().rows
+            self.firsts.pop(), self.lasts.pop()
+        if self.segments and self.lasts[-1] >= segment.first:
+            return  # held by a merge already known
+        self.segments.append(segment)
+        self.firsts.append(segment.first)
+        self.lasts.append(segment.last)
+        self.rows += segment.rows
+
+    def between(self, after_seq: int, upto_seq: int) -> list:
+        """The segments holding records with ``after_seq < seq <= upto_seq``."""
+        return self.segments[bisect.bisect_right(self.lasts, after_seq): bisect.bisect_right(self.firsts, upto_seq)]
 
 
 # (store root, topic, the sequence number the topic was created at) -> its index; a topic deleted and created
 # again is another key, so an index never lists files that were deleted
 _INDEXES: dict[tuple[str, str, int], _SegmentIndex] = {}
 _INDEXING = threading.Lock()
+MERGE_FANOUT = 16  # a topic's last MERGE_FANOUT segments of one level are merged into one of the next level
+MERGED_ROWS_MAX = 1 << 18  # ... unless they hold more records than this in all (they are large enough)
+READ_ATTEMPTS = 8  # a read that finds segments gone lists the folder again, this many times at most
 
 
 class TopicStore:
@@ -139,8 +193,9 @@ class TopicStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _drop_uncommitted(self, state: dict) -> None:
-        """Delete the segments (and half-written files) an append left behind when it died before its commit:
-        those of the topics ``_appending`` names (every topic's, if the name list itself was cut short)."""
+        """Delete what an append left behind when it died before its end: the segments (and half-written files)
+        past the commit, of the topics ``_appending`` names (every topic's, if the name list itself was cut
+        short), and the segments a merge it had written holds."""
         marker = self.root / APPENDING
         try:
             topics = json.loads(marker.read_text())
@@ -150,9 +205,11 @@ class TopicStore:
             topics = list(state["topics"])
         for topic in topics:
             folder = self.root / topic
-            for name in os.listdir(folder) if folder.is_dir() else ():
-                if name.endswith(".tmp") or (_is_segment(name) and _segment_range(name)[1] > state["seq"]):
-                    (folder / name).unlink(missing_ok=True)
+            names = os.listdir(folder) if folder.is_dir() else []
+            segments = [_Segment.of(name) for name in names if _is_segment(name)]
+            doomed = [n for n in names if n.endswith(".tmp")] + [s.name for s in segments if s.last > state["seq"]]
+            for name in doomed + [s.name for s in _held(s for s in segments if s.last <= state["seq"])]:
+                (folder / name).unlink(missing_ok=True)
         marker.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ topics
@@ -192,29 +249,52 @@ class TopicStore:
                         (folder / name).unlink(missing_ok=True)
                 self._commit(state)
 
-    def _index(self, topic: str, upto_seq: int, state: dict) -> _SegmentIndex:
+    def _index(self, topic: str, upto_seq: int, state: dict, *, afresh: bool = False) -> _SegmentIndex:
         """``topic``'s segment index, covering at least ``upto_seq`` when that is committed (``state`` was read
-        before this call, so every segment it commits is in place). Lists the folder only to extend it."""
+        before this call, so every segment it commits is in place). It lists the folder only to extend the
+        index, and not when the index already holds all of the topic's committed records (``afresh``: it lists
+        it all again). An index that then falls short of that count missed segments a merge made (the folder
+        is listed from past its last segment, and a merge names its segment after its first part): it is
+        listed whole again."""
         info = state["topics"].get(topic)
         if info is None:
             return _SegmentIndex()
+        key, total = (str(self.root), topic, info.get("created", 0)), sum(info["next_offset"])
         with _INDEXING:
-            index = _INDEXES.setdefault((str(self.root), topic, info.get("created", 0)), _SegmentIndex())
-            if upto_seq > index.covered:
-                known = index.names[-1] if index.names else ""
-                try:
-                    names = sorted(n for n in os.listdir(self.root / topic) if n > known and _is_segment(n))
-                except FileNotFoundError:
-                    names = []
-                for name in names:
-                    first, last = _segment_range(name)
-                    if last > state["seq"]:  # not committed: in flight, or left by a writer that died
+            index = _INDEXES.get(key) if not afresh else None
+            index = index or _SegmentIndex()
+            if upto_seq > index.covered and index.rows != total:
+                self._list(topic, index, state)
+                for _ in range(READ_ATTEMPTS):
+                    if index.rows == total:
                         break
-                    index.names.append(name)
-                    index.firsts.append(first)
-                    index.lasts.append(last)
-                index.covered = state["seq"]
+                    index = self._list(topic, _SegmentIndex(), state)
+                else:
+                    raise RuntimeError(f"topic {topic!r} in {self.root} holds {index.rows} committed records in "
+                                       f"its segments, but {total} were committed")
+            index.covered = max(index.covered, state["seq"])
+            _INDEXES[key] = index
             return index
+
+    def _list(self, topic: str, index: _SegmentIndex, state: dict) -> _SegmentIndex:
+        """Add to ``index`` the committed segments in the topic's folder past its last one."""
+        known = index.segments[-1].name if index.segments else ""
+        try:
+            names = sorted(n for n in os.listdir(self.root / topic) if n > known and _is_segment(n))
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            segment = _Segment.of(name)
+            if segment.last > state["seq"]:  # not committed: in flight, or left by a writer that died
+                break
+            index.add(segment)
+        return index
+
+    def _segments(self, topic: str, after_seq: int, upto_seq: int, state: dict, afresh: bool = False) -> list:
+        """The committed segments of ``topic`` holding records with ``after_seq < seq <= upto_seq``."""
+        index = self._index(topic, upto_seq, state, afresh=afresh)
+        with _INDEXING:
+            return index.between(after_seq, upto_seq)
 
     # ------------------------------------------------------------------ writing
 
@@ -226,7 +306,8 @@ class TopicStore:
         batch_id: Optional[int] = None,
         partitions: int = DEFAULT_PARTITIONS,
     ) -> bool:
-        """Append records to one or more topics as one atomic commit, in the order given.
+        """Append records to one or more topics as one atomic commit, in the order given; then merge each
+        written topic's latest segments where they are many and small (``_merge``).
 
         Returns False (and writes nothing) when ``writer``'s ``batch_id`` was already committed."""
         with self._locked() as state:
@@ -237,20 +318,28 @@ class TopicStore:
             written = sorted({topic for topic, records in batches if records})
             if written:
                 marker.write_text(json.dumps(written))
-            seq = state["seq"]
+            indexes = {topic: self._index(topic, state["seq"], state) for topic in written if topic in state["topics"]}
+            seq, segments = state["seq"], []
             for topic, records in batches:
                 info = state["topics"].get(topic) or self._add_topic(state, topic, partitions)
-                if not records:
-                    continue
-                seq = self._write_segment(topic, info, records, seq)
+                if records:
+                    segments.append((topic, self._write_segment(topic, info, records, seq)))
+                    seq = segments[-1][1].last
             state["seq"] = seq
             if writer is not None and batch_id is not None:
                 state["writers"][writer] = batch_id
             self._commit(state)
+            for topic in written:
+                index = indexes.get(topic) or self._index(topic, seq, state)
+                with _INDEXING:
+                    for _, segment in (pair for pair in segments if pair[0] == topic):
+                        index.add(segment)
+                    index.covered = seq
+                self._merge(topic, index)
             marker.unlink(missing_ok=True)
             return True
 
-    def _write_segment(self, topic: str, info: dict, records: Sequence[Record], seq: int) -> int:
+    def _write_segment(self, topic: str, info: dict, records: Sequence[Record], seq: int) -> _Segment:
         cols: dict[str, list] = {name: [] for name in RECORD_SCHEMA.names}
         for rec in records:
             seq += 1
@@ -264,14 +353,45 @@ class TopicStore:
             cols["key"].append(rec.key)
             cols["value"].append(rec.value)
             cols["headers"].append([{"key": k, "value": v} for k, v in rec.headers])
-        table = pa.table(cols, schema=RECORD_SCHEMA)
-        first = cols["seq"][0]
-        path = self.root / topic / f"{SEGMENT_PREFIX}{first:020d}-{seq:020d}{SEGMENT_SUFFIX}"
+        return self._write(topic, pa.table(cols, schema=RECORD_SCHEMA))
+
+    def _write(self, topic: str, table: pa.Table, level: int = 0) -> _Segment:
+        seqs = table.column("seq")
+        segment = _Segment.of(_segment_name(seqs[0].as_py(), seqs[-1].as_py(), level, table.num_rows))
+        path = self.root / topic / segment.name
         tmp = path.with_suffix(".tmp")
         with ipc.new_file(tmp, RECORD_SCHEMA) as out:
             out.write_table(table)
         os.replace(tmp, path)
-        return seq
+        return segment
+
+    def _merge(self, topic: str, index: _SegmentIndex) -> None:
+        """Merge the topic's last MERGE_FANOUT segments into one while they are all of one level and small, so
+        that a topic holds a few segments per level however many appends it had (a segment per append would
+        make its folder, and every process's index of it, grow with its history). Each record is rewritten
+        once per level. The merged segment is in place before its parts go: a reader that finds a part gone
+        lists the folder again (``read_table``); a merge that dies between the two leaves parts that the
+        merged segment holds, which readers skip and the next append deletes (``_drop_uncommitted``)."""
+        while True:
+            with _INDEXING:
+                parts = index.segments[-MERGE_FANOUT:]
+            if (len(parts) < MERGE_FANOUT or len({p.level for p in parts}) > 1
+                    or sum(p.rows for p in parts) > MERGED_ROWS_MAX):
+                return
+            table = pa.concat_tables(self._open(topic, p) for p in parts).combine_chunks()
+            merged = self._write(topic, table, parts[0].level + 1)
+            with _INDEXING:
+                index.add(merged)
+            for part in parts:
+                (self.root / topic / part.name).unlink(missing_ok=True)
+
+    def _open(self, topic: str, segment: _Segment) -> pa.Table:
+        source = pa.memory_map(str(self.root / topic / segment.name))  # no copy: a segment never changes
+        with ipc.open_file(source) as reader:
+            table = reader.read_all()
+        if "headers" not in table.column_names:  # a segment written before records had headers
+            table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
+        return table
 
     def writer_batch(self, writer: str) -> int:
         """The last batch id committed by ``writer`` (-1 if none)."""
@@ -283,40 +403,48 @@ class TopicStore:
         """Records of ``topic`` with ``after_seq < seq <= upto_seq`` (default: committed), in seq order."""
         state = self._state()
         upto = state["seq"] if upto_seq is None else upto_seq
-        index = self._index(topic, upto, state)
-        parts = []
-        for i in index.between(after_seq, upto):
-            first, last = index.firsts[i], index.lasts[i]
-            segment = pa.memory_map(str(self.root / topic / index.names[i]))  # no copy: segments never change
-            with ipc.open_file(segment) as reader:
-                table = reader.read_all()
-            if "headers" not in table.column_names:  # a segment written before records had headers
-                table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
-            if first <= after_seq or last > upto:  # a segment's sequence numbers are first, first + 1, ..., last
-                lo, hi = max(first, after_seq + 1) - first, min(last, upto) - first + 1
-                table = table.slice(lo, hi - lo)
-            parts.append(table)
-        if not parts:
-            return RECORD_SCHEMA.empty_table()
-        return pa.concat_tables(parts)
+        parts = self._each_segment([topic], after_seq, upto, state, lambda t, s: _slice(self._open(t, s), s, after_seq, upto))
+        return pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
 
     def seq_after(self, topics: Iterable[str], after_seq: int, count: int, upto_seq: int) -> int:
         """The sequence number of the ``count``-th record after ``after_seq`` in any of ``topics`` (or of
         their last record up to ``upto_seq`` if there are fewer; ``after_seq`` if there is none, so that
-        records of other topics, such as a query's own output, start no batch). Reads no data: a
-        segment's sequence numbers are contiguous and its name gives their range."""
-        state = self._state()
-        ranges = sorted((index.firsts[i], index.lasts[i]) for index in (self._index(t, upto_seq, state) for t in topics)
-                        for i in index.between(after_seq, upto_seq))
-        remaining, end = count, after_seq
-        for first, last in ranges:
-            first, last = max(first, after_seq + 1), min(last, upto_seq)
-            size = last - first + 1
-            if remaining <= size:
-                return first + remaining - 1
-            remaining -= size
-            end = last
-        return end
+        records of other topics, such as a query's own output, start no batch). Reads no records: an append's
+        segment holds consecutive numbers, which its name gives; of a merged one the range cuts, the numbers."""
+
+        def numbers(topic: str, segment: _Segment):  # a (first, last) span, or the numbers themselves
+            if segment.contiguous:
+                return max(segment.first, after_seq + 1), min(segment.last, upto_seq)
+            seqs = self._open(topic, segment).column("seq").to_numpy()
+            return seqs[(seqs > after_seq) & (seqs <= upto_seq)]
+
+        found = self._each_segment(topics, after_seq, upto_seq, self._state(), numbers)
+        spans = np.array([f for f in found if isinstance(f, tuple)], dtype=np.int64).reshape(-1, 2)
+        merged = [f for f in found if not isinstance(f, tuple)]
+
+        def reached(seq: int) -> int:  # how many records have after_seq < their number <= seq
+            return (int(np.clip(np.minimum(spans[:, 1], seq) - spans[:, 0] + 1, 0, None).sum())
+                    + sum(int(np.searchsorted(m, seq, "right")) for m in merged))
+
+        if reached(upto_seq) <= count:  # all of them: the last one's number
+            lasts = [int(spans[:, 1].max())] if len(spans) else []
+            return max([after_seq, *lasts, *(int(m[-1]) for m in merged if len(m))])
+        lo, hi = after_seq + 1, upto_seq  # the smallest number with ``count`` records up to it
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if reached(mid) >= count else (mid + 1, hi)
+        return lo
+
+    def _each_segment(self, topics: Iterable[str], after_seq: int, upto_seq: int, state: dict, read) -> list:
+        """``read(topic, segment)`` for each segment of ``topics`` holding records in the range; listed again
+        when a segment is gone (merged since this process listed it)."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return [read(topic, segment) for topic in topics
+                        for segment in self._segments(topic, after_seq, upto_seq, state, afresh=attempt > 0)]
+            except FileNotFoundError:
+                continue
+        raise RuntimeError(f"the segments of {', '.join(topics)} in {self.root} kept changing while read")
 
     def records(self, topic: str) -> list[Record]:
         return records_of(self.read_table(topic))
@@ -325,14 +453,25 @@ class TopicStore:
         """The first ``n`` records of ``topic`` (fewer if it holds fewer), reading only the segments they are in."""
         state = self._state()
         committed, taken, parts = state["seq"], 0, []
-        index = self._index(topic, committed, state)
-        for first, last in zip(index.firsts, index.lasts):
+        for segment in self._segments(topic, 0, committed, state):
             if taken >= n:
                 break
-            part = self.read_table(topic, first - 1, last).slice(0, n - taken)
+            part = self.read_table(topic, segment.first - 1, segment.last).slice(0, n - taken)
             parts.append(part)
             taken += part.num_rows
         return [r for part in parts for r in records_of(part)]
+
+
+def _slice(table: pa.Table, segment: _Segment, after_seq: int, upto_seq: int) -> pa.Table:
+    """The records of a segment's ``table`` with ``after_seq < seq <= upto_seq``."""
+    if segment.first > after_seq and segment.last <= upto_seq:
+        return table
+    if segment.contiguous:
+        lo, hi = max(segment.first, after_seq + 1) - segment.first, min(segment.last, upto_seq) - segment.first + 1
+    else:
+        seqs = table.column("seq").to_numpy()
+        lo, hi = (int(np.searchsorted(seqs, bound, "right")) for bound in (after_seq, upto_seq))
+    return table.slice(lo, max(hi - lo, 0))
 
 
 def records_of(table: pa.Table) -> list[Record]:
