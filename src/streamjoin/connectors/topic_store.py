@@ -319,20 +319,20 @@ class TopicStore:
             if written:
                 marker.write_text(json.dumps(written))
             indexes = {topic: self._index(topic, state["seq"], state) for topic in written if topic in state["topics"]}
-            seq, segments = state["seq"], []
+            seq, segments = state["seq"], {topic: [] for topic in written}
             for topic, records in batches:
                 info = state["topics"].get(topic) or self._add_topic(state, topic, partitions)
                 if records:
-                    segments.append((topic, self._write_segment(topic, info, records, seq)))
-                    seq = segments[-1][1].last
+                    segments[topic].append(self._write_segment(topic, info, records, seq))
+                    seq = segments[topic][-1].last
             state["seq"] = seq
             if writer is not None and batch_id is not None:
                 state["writers"][writer] = batch_id
             self._commit(state)
-            for topic in written:
+            for topic, new in segments.items():
                 index = indexes.get(topic) or self._index(topic, seq, state)
                 with _INDEXING:
-                    for _, segment in (pair for pair in segments if pair[0] == topic):
+                    for segment in new:
                         index.add(segment)
                     index.covered = seq
                 self._merge(topic, index)
@@ -403,7 +403,8 @@ class TopicStore:
         """Records of ``topic`` with ``after_seq < seq <= upto_seq`` (default: committed), in seq order."""
         state = self._state()
         upto = state["seq"] if upto_seq is None else upto_seq
-        parts = self._each_segment([topic], after_seq, upto, state, lambda t, s: _slice(self._open(t, s), s, after_seq, upto))
+        parts = self._each_segment([topic], after_seq, upto, state,
+                                   lambda t, segment: _slice(self._open(t, segment), segment, after_seq, upto))
         return pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
 
     def seq_after(self, topics: Iterable[str], after_seq: int, count: int, upto_seq: int) -> int:
