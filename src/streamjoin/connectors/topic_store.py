@@ -255,7 +255,8 @@ class TopicStore:
         index, and not when the index already holds all of the topic's committed records (``afresh``: it lists
         it all again). An index that then falls short of that count missed segments a merge made (the folder
         is listed from past its last segment, and a merge names its segment after its first part): it is
-        listed whole again."""
+        listed whole again, against the store's state read afresh, since a merge made after ``state`` was read
+        may hold segments that ``state`` committed together with later ones it does not."""
         info = state["topics"].get(topic)
         if info is None:
             return _SegmentIndex()
@@ -268,6 +269,11 @@ class TopicStore:
                 for _ in range(READ_ATTEMPTS):
                     if index.rows == total:
                         break
+                    state = self._state()
+                    info = state["topics"].get(topic)
+                    if info is None or info.get("created", 0) != key[2]:  # deleted meanwhile: nothing to read
+                        return _SegmentIndex()
+                    total = sum(info["next_offset"])
                     index = self._list(topic, _SegmentIndex(), state)
                 else:
                     raise RuntimeError(f"topic {topic!r} in {self.root} holds {index.rows} committed records in "
