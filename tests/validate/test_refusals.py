@@ -599,6 +599,20 @@ REFUSED = [
      "event-time", "not STRING"),
     ("a math function given text", "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, V, 0) AS D FROM L;",
      "expression-type", "Function 'geo_distance' does not accept parameters (INTEGER, INTEGER, STRING, INTEGER)."),
+    ("ksqlDB: ROUND of an INT to places fits two signatures by casts", "CREATE STREAM C AS SELECT ID, ROUND(X, 2) AS R "
+     "FROM L;", "expression-type", "Function 'Round' cannot be resolved due to ambiguous method parameters (INTEGER, "
+     "INTEGER)."),
+    ("ksqlDB: a string function given a number", "CREATE STREAM C AS SELECT ID, UCASE(X) AS U FROM L;",
+     "expression-type", "Function 'ucase' does not accept parameters (INTEGER)."),
+    ("ksqlDB: COALESCE of values of two types", "CREATE STREAM C AS SELECT ID, COALESCE(X, CAST(X AS BIGINT)) AS C "
+     "FROM L;", "expression-type", "Function 'COALESCE' does not accept parameters (INTEGER, BIGINT)."),
+    ("ksqlDB: TIMESTAMPTOSTRING takes milliseconds, not a TIMESTAMP", "CREATE STREAM C AS SELECT ID, "
+     "TIMESTAMPTOSTRING(FROM_UNIXTIME(ROWTIME), 'yyyy') AS T FROM L;", "expression-type",
+     "Function 'timestamptostring' does not accept parameters (TIMESTAMP, STRING)."),
+    ("ksqlDB: LEN of NULL fits its STRING and its BYTES signature", "CREATE STREAM C AS SELECT ID, LEN(NULL) AS N FROM L;",
+     "expression-type", "Function 'len' cannot be resolved due to ambiguous method parameters (null)."),
+    ("ksqlDB: ARRAY_CONTAINS of a value of another type", "CREATE STREAM C AS SELECT ID, ARRAY_CONTAINS(ARRAY[X], V) "
+     "AS A FROM L;", "expression-type", "Function 'ARRAY_CONTAINS' does not accept parameters (ARRAY<INTEGER>, STRING)."),
     ("ROUND given text", "CREATE STREAM C AS SELECT ID, ROUND(V, 2) AS R FROM L;", "expression-type",
      "Function 'round' does not accept parameters (STRING, INTEGER)."),
     ("a window bound in WHERE", "CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 SECOND) "
@@ -630,7 +644,11 @@ def test_refused_with_rule_and_position(name, query, rule, fragment):
 
 ACCEPTED = [
     "CREATE TABLE W AS SELECT ID, COUNT(*) AS N FROM L WINDOW sessions SESSION (1 MINUTE) GROUP BY ID;",  # a named window
-    "CREATE STREAM C AS SELECT ID, ROUND(X, 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",
+    "CREATE STREAM C AS SELECT ID, ROUND(CAST(X AS DOUBLE), 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",
+    # ksqlDB's signatures, with its implicit casts (an INT where a DOUBLE goes) and generics of one type
+    "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, X, X) AS D, GREATEST(X, 1) AS G, COALESCE(V, 'none') AS N, "
+    "SUBSTRING(V, X) AS S, CONCAT(V, V, V) AS C, CONCAT_WS('-', V, V) AS W, ELT(X, V, V) AS E, "
+    "ARRAY_CONTAINS(ARRAY[X], 1) AS A, LPAD(V, X, '.') AS P FROM L;",
     "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L WINDOW SESSION (1 MINUTE) GROUP BY V EMIT FINAL;",
     "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
     "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",

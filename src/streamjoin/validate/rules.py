@@ -14,13 +14,13 @@ from ..errors import StatementError
 from ..plan.ddl import declared_key_format
 from ..operators import pair_condition
 from ..plan import expressions as ex
-from ..plan import ksql_coercion
+from ..plan import ksql_coercion, ksql_signatures
 from ..plan.ksql_coercion import NUMBERS, base_type
 from ..plan.frames import frame_of, frame_problem
 from ..plan.intervals import interval_bounds, time_attribute
 from ..plan.joins import on_key
 from ..plan.types import ksql_type_name
-from ..plan.functions import KSQL_VARIANTS, arity_problem, ksql_name
+from ..plan.functions import arity_problem, ksql_name
 from ..plan.nodes import (
     EXISTENCE, Aggregate, Filter, Join, Lateral, PlanNode, Project, Ref, Repartition, Scan, base_scan, declared_by, expr_text,
     naming_style, walk,
@@ -73,8 +73,9 @@ def _node_expressions(node: PlanNode):
 def _check_expressions(plan: PlanNode) -> None:
     """Calls of translated functions with a number of arguments they do not take, and, over inputs declared
     with ksqlDB's DDL, what ksqlDB's type checker refuses (``ExpressionTypeManager``): comparisons of values
-    ksqlDB cannot compare and arithmetic on what is not a number (``+`` of two strings concatenates them).
-    Operands whose type the plan does not know are let through."""
+    ksqlDB cannot compare, arithmetic on what is not a number (``+`` of two strings concatenates them) and calls
+    of its functions that fit none of their signatures (``plan.ksql_signatures``). Operands whose type the plan does
+    not know are let through."""
     ksql = declared_by(plan, "ksql")
     texts = _ksql_column_texts(plan)
     for node in walk(plan):
@@ -166,12 +167,10 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
     """What ksqlDB's type checker says of one operation ``e`` (its columns named as ``texts`` says), or None."""
     if isinstance(e, ast.InList):
         return _in_list_problem(e, texts)
-    if isinstance(e, ast.Call) and e.name in ("GREATEST", "LEAST"):
-        return _extremum_problem(e)
-    if isinstance(e, ast.Call) and e.name in _NUMBER_PARAMETERS:
-        return _number_parameters_problem(e)
     if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) or isinstance(e, ast.Call) and e.name == "MAP" and not e.args:
         return _constructor_problem(e)
+    if isinstance(e, ast.Call):
+        return ksql_signatures.call_problem(ksql_name(e.name), e.args)
     if isinstance(e, ast.Cast):
         return _cast_problem(e)
     if isinstance(e, ast.StructLiteral):
@@ -198,60 +197,6 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
 def _is_null(e) -> bool:
     """Whether ``e`` is the NULL literal (a value of no type of its own)."""
     return isinstance(e, ast.Literal) and e.kind == "null"
-
-
-def _parameter_types(args) -> str:
-    """A call's argument types as ksqlDB lists them in a message: ``null`` for a NULL literal."""
-    return ", ".join("null" if _is_null(a) else ksql_type_name(ex.static_type(a)) for a in args)
-
-
-_EXTREMUM_OVERLOADS = NUMBERS + ("STRING", "BYTES", "DATE", "TIME", "TIMESTAMP")
-
-
-def _extremum_problem(e: ast.Call) -> Optional[str]:
-    """ksqlDB's choice among GREATEST's (LEAST's) overloads, one per type, each taking values of that type: arguments
-    all of one type (NULLs aside) take theirs; others must fit exactly one overload (numbers widen, a string literal
-    reads as a DATE, TIME or TIMESTAMP); none is refused, and so is more than one (INTEGER and BIGINT fit BIGINT,
-    DECIMAL and DOUBLE alike)."""
-    shown = _parameter_types(e.args)
-    name = e.name.lower()
-    if not e.args:
-        return f"Function '{name}' does not accept parameters ()."
-    if all(_is_null(a) for a in e.args):
-        return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
-    values = [a for a in e.args if not _is_null(a)]
-    bases = [base_type(ex.static_type(a)) for a in values]
-    if not all(bases) or len(set(bases)) == 1:
-        return None
-
-    def fits(value, base: str, overload: str) -> bool:
-        if base == overload or base in NUMBERS and overload in NUMBERS and NUMBERS.index(base) <= NUMBERS.index(overload):
-            return True
-        return isinstance(value, ast.Literal) and value.kind == "string" and overload in ("DATE", "TIME", "TIMESTAMP")
-
-    fitting = [o for o in _EXTREMUM_OVERLOADS if all(fits(v, b, o) for v, b in zip(values, bases))]
-    if len(fitting) == 1:
-        return None
-    if not fitting:
-        return f"Function '{name}' does not accept parameters ({shown})."
-    return f"Function '{name}' cannot be resolved due to ambiguous method parameters ({shown})."
-
-
-# ksqlDB's math functions and how many of their leading parameters are numbers (GEO_DISTANCE's fifth is its unit): a
-# STRING (or any other type) never converts to a number for them; Spark's would cast it, giving NULL for 'foo'
-_NUMBER_PARAMETERS = {**dict.fromkeys(("ABS", "ACOS", "ASIN", "ATAN", "ATAN2", "CBRT", "CEIL", "COS", "COSH", "COT",
-                                       "DEGREES", "EXP", "FLOOR", "LN", "LOG", "POWER", "RADIANS", "ROUND", "SIGN", "SIN",
-                                       "SINH", "SQRT", "TAN", "TANH", "TRUNC"), 2), "GEO_DISTANCE": 4}
-_NUMBER_PARAMETERS.update({KSQL_VARIANTS[n]: count for n, count in _NUMBER_PARAMETERS.items() if n in KSQL_VARIANTS})
-
-
-def _number_parameters_problem(e: ast.Call) -> Optional[str]:
-    """ksqlDB's refusal of a math function given a value that is not a number (NULL aside) where it takes one."""
-    bases = [base_type(ex.static_type(a)) for a in e.args[:_NUMBER_PARAMETERS[e.name]] if not _is_null(a)]
-    if all(not b or b in NUMBERS for b in bases):
-        return None
-    shown = _parameter_types(e.args)
-    return f"Function '{ksql_name(e.name).lower()}' does not accept parameters ({shown})."
 
 
 _ISSUE_4239 = "(see https://github.com/confluentinc/ksql/issues/4239)"
