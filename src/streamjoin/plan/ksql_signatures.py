@@ -3,7 +3,7 @@
 Over inputs declared with ksqlDB's DDL, a call of one of ksqlDB's own functions must fit one of its signatures,
 or it is refused when planned, in ksqlDB's words. ksqlDB resolves a call so:
 - an argument fits a parameter of its own base type (any DECIMAL fits DECIMAL); a NULL literal fits any parameter;
-  ARRAY and MAP parameters fit element by element; STRUCT fits any STRUCT; ANY fits anything;
+  ARRAY and MAP parameters fit element by element;
 - a generic parameter (``T``, ``K``, ``V``, ``S``), alone or inside an ARRAY or MAP, takes the exact type of the
   first argument it meets, and every other argument it meets must have that same type (``COALESCE(INT, BIGINT)``
   fits no signature);
@@ -106,7 +106,7 @@ VARIADIC = "..."
 def _signatures() -> dict[str, tuple[str, list[tuple[str, ...]]]]:
     """Upper-cased name -> (the name as ksqlDB declares it, its signatures as tuples of parameter types)."""
     table = {}
-    for line in _DECLARED.strip().splitlines():  # (a backslash at a line's end continues it)
+    for line in _DECLARED.strip().splitlines():
         names, signatures = line.split(":", 1)
         parsed = [tuple(split_type_args(s.strip())) if s.strip() != "()" else () for s in signatures.split("|")]
         for name in names.split():
@@ -201,8 +201,6 @@ def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: bool) ->
 
 def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
     """Whether a value of Spark type ``type_`` fits parameter type ``param``; generics bind in ``bound``."""
-    if param == "ANY":
-        return True
     if param in GENERICS:
         exact = "".join(type_.lower().split())
         return bound.setdefault(param, exact) == exact
@@ -215,8 +213,6 @@ def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
         if kind == "MAP" and parts[0] not in GENERICS:  # a MAP's key is matched as it is (ksqlDB's ``matches``)
             return base_type(inner[0]) == parts[0] and _type_fits(parts[1], inner[1], bound, cast)
         return len(inner) == len(parts) and all(_type_fits(p, t, bound, cast) for p, t in zip(parts, inner))
-    if param == "STRUCT":
-        return base == "STRUCT"
     return base == param or cast and _casts(base, param)
 
 
