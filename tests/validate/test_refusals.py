@@ -34,8 +34,8 @@ REFUSED = [
      "aggregate-arguments", "Parameter 2 passed to function EARLIEST_BY_OFFSET must be a literal constant, but was "
      "expression: 'X'"),
     ("LATEST_BY_OFFSET's parameters in the wrong order",
-     "CREATE TABLE E AS SELECT ID, LATEST_BY_OFFSET(V, false, 2) AS E FROM L GROUP BY ID;", "aggregate-arguments",
-     "a count of values"),
+     "CREATE TABLE E AS SELECT ID, LATEST_BY_OFFSET(V, false, 2) AS E FROM L GROUP BY ID;", "expression-type",
+     "Function 'LATEST_BY_OFFSET' does not accept parameters (STRING, BOOLEAN, INTEGER)."),
     ("a TIME compared with a number", "CREATE STREAM C AS SELECT ID FROM L WHERE CAST(V AS TIME) > 5;",
      "expression-type", "Cannot compare"),
     ("TIMEADD without a unit", "CREATE STREAM C AS SELECT ID, TIMEADD(X, 5, CAST(V AS TIME)) AS T FROM L;",
@@ -296,7 +296,7 @@ REFUSED = [
     ("ksqlDB: TOPK's k not an integer literal", "CREATE TABLE G AS SELECT V, TOPK(X, X) AS TOP FROM L GROUP BY V;",
      "aggregate-arguments", "TOPK takes a column and an integer literal of at least 1"),
     ("ksqlDB: TOPKDISTINCT without k", "CREATE TABLE G AS SELECT V, TOPKDISTINCT(X) AS TOP FROM L GROUP BY V;",
-     "aggregate-arguments", "TOPKDISTINCT takes a column and an integer literal of at least 1"),
+     "expression-type", "Function 'TOPKDISTINCT' does not accept parameters (INTEGER)."),
     ("ksqlDB: TOPK over a table", "CREATE TABLE G AS SELECT V, TOPK(X, 2) AS TOP FROM T GROUP BY V;",
      "table-aggregate", "The aggregation function TOPK cannot be applied to a table source, only to a stream source."),
     ("ksqlDB: a GROUP BY expression twice", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V, L.V;",
@@ -514,7 +514,7 @@ REFUSED = [
      "value_format='DELIMITED'); CREATE TABLE DS AS SELECT ID, STDDEV_SAMPLE(N) AS S FROM D GROUP BY ID;", "value-format",
      "One of the functions used in the statement has an intermediate type that the value format can not handle."),
     ("ksqlDB: CORRELATION of one column", "CREATE TABLE CR AS SELECT ID, CORRELATION(X) AS C FROM L GROUP BY ID;",
-     "aggregate-arguments", "CORRELATION takes two columns"),
+     "expression-type", "Function 'correlation' does not accept parameters (INTEGER)."),
     ("ksqlDB: s->* of no STRUCT", "CREATE STREAM SS AS SELECT ID, V->* FROM L;", "expression-type", "V->* needs a STRUCT"),
     ("ksqlDB: arrays ordered", "CREATE STREAM J AS SELECT V FROM L WHERE ARRAY[X] < ARRAY[X];", "expression-type",
      "Cannot compare ARRAY[X] (ARRAY<INTEGER>) to ARRAY[X] (ARRAY<INTEGER>) with LESS_THAN."),
@@ -613,6 +613,16 @@ REFUSED = [
      "expression-type", "Function 'len' cannot be resolved due to ambiguous method parameters (null)."),
     ("ksqlDB: ARRAY_CONTAINS of a value of another type", "CREATE STREAM C AS SELECT ID, ARRAY_CONTAINS(ARRAY[X], V) "
      "AS A FROM L;", "expression-type", "Function 'ARRAY_CONTAINS' does not accept parameters (ARRAY<INTEGER>, STRING)."),
+    ("ksqlDB: SUM of text", "CREATE TABLE A AS SELECT ID, SUM(V) AS S FROM L GROUP BY ID;", "expression-type",
+     "Function 'SUM' does not accept parameters (STRING)."),
+    ("ksqlDB: AVG of a DECIMAL", "CREATE TABLE A AS SELECT ID, AVG(CAST(X AS DECIMAL(4, 2))) AS S FROM L GROUP BY ID;",
+     "expression-type", "Function 'avg' does not accept parameters (DECIMAL(4, 2))."),
+    ("ksqlDB: MAX of a BOOLEAN", "CREATE TABLE A AS SELECT ID, MAX(X > 1) AS S FROM L GROUP BY ID;", "expression-type",
+     "Function 'MAX' does not accept parameters (BOOLEAN)."),
+    ("ksqlDB: an aggregate's arguments are not cast", "CREATE TABLE A AS SELECT ID, CORRELATION(X, CAST(X AS DOUBLE)) "
+     "AS C FROM L GROUP BY ID;", "expression-type", "Function 'correlation' does not accept parameters (INTEGER, DOUBLE)."),
+    ("ksqlDB: HISTOGRAM counts strings", "CREATE TABLE A AS SELECT ID, HISTOGRAM(X) AS H FROM L GROUP BY ID;",
+     "expression-type", "Function 'histogram' does not accept parameters (INTEGER)."),
     ("ROUND given text", "CREATE STREAM C AS SELECT ID, ROUND(V, 2) AS R FROM L;", "expression-type",
      "Function 'round' does not accept parameters (STRING, INTEGER)."),
     ("a window bound in WHERE", "CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 SECOND) "
@@ -649,6 +659,8 @@ ACCEPTED = [
     "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, X, X) AS D, GREATEST(X, 1) AS G, COALESCE(V, 'none') AS N, "
     "SUBSTRING(V, X) AS S, CONCAT(V, V, V) AS C, CONCAT_WS('-', V, V) AS W, ELT(X, V, V) AS E, "
     "ARRAY_CONTAINS(ARRAY[X], 1) AS A, LPAD(V, X, '.') AS P FROM L;",
+    "CREATE TABLE A AS SELECT ID, COUNT() AS N, COUNT(V) AS C, TOPK(V, 2) AS T, TOPK(X, V, 2) AS TV, TOPKDISTINCT(X, 2) "
+    "AS D, CORRELATION(X, X) AS R, HISTOGRAM(V) AS H, EARLIEST_BY_OFFSET(V, 2, false) AS E FROM L GROUP BY ID;",
     "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L WINDOW SESSION (1 MINUTE) GROUP BY V EMIT FINAL;",
     "INSERT INTO J SELECT o.id FROM Orders o FULL JOIN Ships s ON o.id = s.oid AND s.t BETWEEN o.t AND o.t + "
     "INTERVAL '1' MINUTE AND (o.x < s.x OR s.x IS NULL);",

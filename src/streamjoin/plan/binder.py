@@ -15,11 +15,12 @@ from ..connectors.formats import struct_fields
 from ..errors import NotYetSupported, StatementError
 from ..sql import ast
 from . import expressions as ex
-from . import ksql_aggregation
+from . import ksql_aggregation, ksql_signatures
 from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .functions import (LAMBDA_FUNCTIONS, TABLE_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions,
-                        ksql_comparisons, ksql_magic_timestamps, ksql_variants, lambda_variable_types, unit_argument)
+                        ksql_comparisons, ksql_magic_timestamps, ksql_name, ksql_variants, lambda_variable_types,
+                        unit_argument)
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
 from .inference import infer_source
@@ -393,6 +394,10 @@ class Binder:
             if window is not None and isinstance(e, Ref) and e.id in {c.id for c in window.columns}:
                 return e  # a window table's column: the aggregate's own
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
+                counts_rows = e.star or not e.args  # COUNT(*), and ksqlDB's COUNT()
+                problem = ksql_signatures.call_problem(ksql_name(e.name), e.args) if ksql and not counts_rows else None
+                if problem is not None:  # ksqlDB's aggregate signatures, before the call is planned into another
+                    raise StatementError(problem, rule="expression-type", pos=e.pos)
                 limit = collect_limit(self.catalog.properties, e.name) if ksql else None
                 if limit is not None and len(e.args) == 1:  # planned as the aggregate's parameter
                     e = replace(e, args=(*e.args, ast.Literal(limit, "integer", pos=e.pos)))

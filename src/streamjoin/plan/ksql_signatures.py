@@ -1,21 +1,23 @@
-"""ksqlDB's scalar functions as typed signatures, and how ksqlDB picks one for a call (its ``UdfIndex``).
+"""ksqlDB's functions and aggregates as typed signatures, and how ksqlDB picks one for a call (its ``UdfIndex``).
 
-Over inputs declared with ksqlDB's DDL, a call of one of ksqlDB's own functions must fit one of its signatures,
+Over inputs declared with ksqlDB's DDL, a call of one of ksqlDB's own functions or aggregates must fit one of its
+signatures (an aggregate's as the user wrote it, before planning makes it a call of another form),
 or it is refused when planned, in ksqlDB's words. ksqlDB resolves a call so:
 - an argument fits a parameter of its own base type (any DECIMAL fits DECIMAL); a NULL literal fits any parameter;
-  ARRAY and MAP parameters fit element by element;
+  ARRAY and MAP parameters fit element by element; ANY fits anything;
 - a generic parameter (``T``, ``K``, ``V``, ``S``), alone or inside an ARRAY or MAP, takes the exact type of the
   first argument it meets, and every other argument it meets must have that same type (``COALESCE(INT, BIGINT)``
   fits no signature);
 - a variadic parameter (``STRING...``) takes any number of arguments of its type, or one ARRAY of them;
 - a lambda parameter takes a lambda of that many variables; a time unit parameter (``UNIT``) a bare unit;
-- the signatures are tried first as they stand; if none fits, again with ksqlDB's implicit casts: a number to a
-  wider number (INTEGER, BIGINT, DECIMAL, DOUBLE), a STRING to a DATE, TIME, TIMESTAMP or BYTES;
+- the signatures are tried first as they stand; if none fits, a scalar function's (not an aggregate's) are tried
+  again with ksqlDB's implicit casts: a number to a wider number (INTEGER, BIGINT, DECIMAL, DOUBLE), a STRING to a
+  DATE, TIME, TIMESTAMP or BYTES;
 - of several that fit, the most specific wins: one without a variadic over one with, then the one with more
   parameters, then fewer generic ones; two equally specific ones are ksqlDB's ambiguous call.
 A call with an argument whose type the plan does not know is let through (Spark's own typing decides). The
-signatures are ksqlDB's built-in functions' (its ``@Udf`` methods, by their Java parameter types), under the names
-ksqlDB declares them with, which its messages use.
+signatures are ksqlDB's built-in functions' and aggregates' (its ``@Udf`` and ``@UdafFactory`` methods, by their
+Java parameter types), under the names ksqlDB declares them with, which its messages use.
 """
 from __future__ import annotations
 
@@ -98,19 +100,35 @@ COALESCE: T, T...
 IFNULL NULLIF: T, T
 AS_VALUE: T
 """
+# ksqlDB's aggregates (its ``@UdafFactory`` methods: the column arguments, then the literal ones), taken without casts
+_AGGREGATES = """
+COUNT collect_list collect_set COUNT_DISTINCT ATTR: T
+SUM: DECIMAL | DOUBLE | BIGINT | INTEGER
+avg STDDEV_SAMP STDDEV_SAMPLE: BIGINT | INTEGER | DOUBLE
+MAX MIN: INTEGER | BIGINT | DOUBLE | DECIMAL | DATE | TIME | TIMESTAMP | STRING | BYTES
+correlation: DOUBLE, DOUBLE | INTEGER, INTEGER | BIGINT, BIGINT
+histogram: STRING
+sum_list: ARRAY<DOUBLE> | ARRAY<INTEGER> | ARRAY<BIGINT>
+EARLIEST_BY_OFFSET LATEST_BY_OFFSET: T | T, BOOLEAN | T, INTEGER | T, INTEGER, BOOLEAN
+TOPK: INTEGER, ANY..., INTEGER | BIGINT, ANY..., INTEGER | DOUBLE, ANY..., INTEGER | STRING, ANY..., INTEGER
+TOPKDISTINCT: INTEGER, INTEGER | BIGINT, INTEGER | DOUBLE, INTEGER | STRING, INTEGER | DECIMAL, INTEGER \
+    | DATE, INTEGER | TIME, INTEGER | TIMESTAMP, INTEGER | BYTES, INTEGER
+"""
 
 GENERICS = ("T", "K", "V", "S")
 VARIADIC = "..."
 
 
-def _signatures() -> dict[str, tuple[str, list[tuple[str, ...]]]]:
-    """Upper-cased name -> (the name as ksqlDB declares it, its signatures as tuples of parameter types)."""
+def _signatures() -> dict[str, tuple[str, list[tuple[str, ...]], bool]]:
+    """Upper-cased name -> (the name as ksqlDB declares it, its signatures as tuples of parameter types, whether
+    ksqlDB tries its implicit casts: for scalar functions, not for aggregates)."""
     table = {}
-    for line in _DECLARED.strip().splitlines():
-        names, signatures = line.split(":", 1)
-        parsed = [tuple(split_type_args(s.strip())) if s.strip() != "()" else () for s in signatures.split("|")]
-        for name in names.split():
-            table[name.upper()] = (name, parsed)
+    for text, casts in ((_DECLARED, True), (_AGGREGATES, False)):
+        for line in text.strip().splitlines():
+            names, signatures = line.split(":", 1)
+            parsed = [tuple(split_type_args(s.strip())) if s.strip() != "()" else () for s in signatures.split("|")]
+            for name in names.split():
+                table[name.upper()] = (name, parsed, casts)
     return table
 
 
@@ -122,12 +140,12 @@ def call_problem(name: str, args: Sequence) -> Optional[str]:
     None when a signature fits, when ``name`` is none of ``SIGNATURES``, or when an argument's type is unknown."""
     if name.upper() not in SIGNATURES:
         return None
-    declared, signatures = SIGNATURES[name.upper()]
+    declared, signatures, casts = SIGNATURES[name.upper()]
     types = [_argument_type(a) for a in args]
     if any(t == "" for t in types):
         return None
     shown = ", ".join(_shown(a, t) for a, t in zip(args, types))
-    for cast in (False, True):
+    for cast in (False, True) if casts else (False,):
         fitting = [s for s in signatures if _fits(s, args, types, cast)]
         if fitting:
             ranked = sorted(fitting, key=_specificity, reverse=True)
@@ -201,6 +219,8 @@ def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: bool) ->
 
 def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
     """Whether a value of Spark type ``type_`` fits parameter type ``param``; generics bind in ``bound``."""
+    if param == "ANY":
+        return True
     if param in GENERICS:
         exact = "".join(type_.lower().split())
         return bound.setdefault(param, exact) == exact

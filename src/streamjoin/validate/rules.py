@@ -169,7 +169,7 @@ def _expression_problem(e, texts: dict) -> Optional[str]:
         return _in_list_problem(e, texts)
     if isinstance(e, (ast.ArrayLiteral, ast.MapLiteral)) or isinstance(e, ast.Call) and e.name == "MAP" and not e.args:
         return _constructor_problem(e)
-    if isinstance(e, ast.Call):
+    if isinstance(e, ast.Call) and e.name not in ex.AGGREGATES:  # an aggregate's call is checked when bound
         return ksql_signatures.call_problem(ksql_name(e.name), e.args)
     if isinstance(e, ast.Cast):
         return _cast_problem(e)
