@@ -222,7 +222,7 @@ def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
     if param == "ANY":
         return True
     if param in GENERICS:
-        exact = "".join(type_.lower().split())
+        exact = "".join(type_.lower().replace("`", "").split())  # one spelling of a type
         return bound.setdefault(param, exact) == exact
     base = base_type(type_)
     kind = param.split("<")[0]
