@@ -613,6 +613,9 @@ REFUSED = [
      "expression-type", "Function 'len' cannot be resolved due to ambiguous method parameters (null)."),
     ("ksqlDB: ARRAY_CONTAINS of a value of another type", "CREATE STREAM C AS SELECT ID, ARRAY_CONTAINS(ARRAY[X], V) "
      "AS A FROM L;", "expression-type", "Function 'ARRAY_CONTAINS' does not accept parameters (ARRAY<INTEGER>, STRING)."),
+    ("ksqlDB's conversion of text to a DATE argument, not yet done", "CREATE STREAM C AS SELECT ID, "
+     "GREATEST(PARSE_DATE(V, 'yyyy'), V) AS G, FORMAT_DATE(V, 'yyyy') AS Y FROM L;", "expression-type",
+     "Function 'greatest' takes (DATE, DATE...) here, and a STRING is not yet converted"),
     ("ksqlDB: SUM of text", "CREATE TABLE A AS SELECT ID, SUM(V) AS S FROM L GROUP BY ID;", "expression-type",
      "Function 'SUM' does not accept parameters (STRING)."),
     ("ksqlDB: AVG of a DECIMAL", "CREATE TABLE A AS SELECT ID, AVG(CAST(X AS DECIMAL(4, 2))) AS S FROM L GROUP BY ID;",

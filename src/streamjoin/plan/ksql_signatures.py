@@ -15,6 +15,8 @@ or it is refused when planned, in ksqlDB's words. ksqlDB resolves a call so:
   DATE, TIME, TIMESTAMP or BYTES;
 - of several that fit, the most specific wins: one without a variadic over one with, then the one with more
   parameters, then fewer generic ones; two equally specific ones are ksqlDB's ambiguous call.
+Not yet as ksqlDB: a call that fits only by converting a STRING to a DATE, TIME, TIMESTAMP or BYTES is refused, saying
+so (the lowering does not convert it, and Spark would fail the query when it starts: ``GREATEST(date, 'text')``).
 A call with an argument whose type the plan does not know is let through (Spark's own typing decides). The
 signatures are ksqlDB's built-in functions' and aggregates' (its ``@Udf`` and ``@UdafFactory`` methods, by their
 Java parameter types), under the names ksqlDB declares them with, which its messages use.
@@ -116,6 +118,7 @@ TOPKDISTINCT: INTEGER, INTEGER | BIGINT, INTEGER | DOUBLE, INTEGER | STRING, INT
 """
 
 GENERICS = ("T", "K", "V", "S")
+NO_CAST, NUMBER_CAST, TEXT_CAST = 0, 1, 2  # which of ksqlDB's implicit casts a fit may use: none, numbers', all
 VARIADIC = "..."
 
 
@@ -145,13 +148,17 @@ def call_problem(name: str, args: Sequence) -> Optional[str]:
     if any(t == "" for t in types):
         return None
     shown = ", ".join(_shown(a, t) for a, t in zip(args, types))
-    for cast in (False, True) if casts else (False,):
+    for cast in (NO_CAST, NUMBER_CAST) if casts else (NO_CAST,):
         fitting = [s for s in signatures if _fits(s, args, types, cast)]
         if fitting:
             ranked = sorted(fitting, key=_specificity, reverse=True)
             if len(ranked) > 1 and _specificity(ranked[0]) == _specificity(ranked[1]):
                 return f"Function '{declared}' cannot be resolved due to ambiguous method parameters ({shown})."
             return None
+    text_cast = casts and next((s for s in signatures if _fits(s, args, types, TEXT_CAST)), None)
+    if text_cast:  # ksqlDB would convert the text; the operators would be handed text where they need the type
+        return (f"Function '{declared}' takes ({', '.join(text_cast)}) here, and a STRING is not yet converted to a "
+                f"DATE, TIME, TIMESTAMP or BYTES argument as ksqlDB converts it: CAST it")
     return f"Function '{declared}' does not accept parameters ({shown})."
 
 
@@ -184,8 +191,8 @@ def _words(param: str) -> set:
     return set(param.replace("<", " ").replace(">", " ").replace(",", " ").replace(VARIADIC, " ").split())
 
 
-def _fits(signature: tuple, args: Sequence, types: list, cast: bool) -> bool:
-    """Whether ``args`` (of ``types``) fit ``signature``, with ksqlDB's implicit casts when ``cast``."""
+def _fits(signature: tuple, args: Sequence, types: list, cast: int) -> bool:
+    """Whether ``args`` (of ``types``) fit ``signature``, with the implicit casts ``cast`` allows."""
     variadic = next((i for i, p in enumerate(signature) if p.endswith(VARIADIC)), None)
     if variadic is None:
         if len(args) != len(signature):
@@ -207,7 +214,7 @@ def _is_array_of(type_: Optional[str], element: str) -> bool:
     return bool(type_) and base_type(type_) == "ARRAY" and element not in GENERICS
 
 
-def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: bool) -> bool:
+def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: int) -> bool:
     if param.startswith("LAMBDA"):
         return isinstance(arg, ast.Lambda) and len(arg.params) == int(param[len("LAMBDA"):])
     if param == "UNIT" or isinstance(arg, (ast.Lambda, ast.TimeUnit)):
@@ -217,7 +224,7 @@ def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: bool) ->
     return _type_fits(param, type_, bound, cast)
 
 
-def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
+def _type_fits(param: str, type_: str, bound: dict, cast: int) -> bool:
     """Whether a value of Spark type ``type_`` fits parameter type ``param``; generics bind in ``bound``."""
     if param == "ANY":
         return True
@@ -233,11 +240,12 @@ def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
         if kind == "MAP" and parts[0] not in GENERICS:  # a MAP's key is matched as it is (ksqlDB's ``matches``)
             return base_type(inner[0]) == parts[0] and _type_fits(parts[1], inner[1], bound, cast)
         return len(inner) == len(parts) and all(_type_fits(p, t, bound, cast) for p, t in zip(parts, inner))
-    return base == param or cast and _casts(base, param)
+    return base == param or cast != NO_CAST and _casts(base, param, cast)
 
 
-def _casts(source: str, target: str) -> bool:
-    """ksqlDB's implicit casts (``SqlBaseType.canImplicitlyCast``)."""
+def _casts(source: str, target: str, cast: int) -> bool:
+    """ksqlDB's implicit casts (``SqlBaseType.canImplicitlyCast``): with ``NUMBER_CAST`` a number to a wider one, with
+    ``TEXT_CAST`` also a STRING to a DATE, TIME, TIMESTAMP or BYTES."""
     if source in NUMBERS and target in NUMBERS:
         return NUMBERS.index(source) <= NUMBERS.index(target)
-    return source == "STRING" and target in ("DATE", "TIME", "TIMESTAMP", "BYTES")
+    return cast == TEXT_CAST and source == "STRING" and target in ("DATE", "TIME", "TIMESTAMP", "BYTES")
