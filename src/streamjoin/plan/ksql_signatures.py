@@ -172,13 +172,12 @@ def _argument_type(arg) -> Optional[str]:
 
 
 def _shown(arg, type_: Optional[str]) -> str:
-    if isinstance(arg, ast.Literal) and arg.kind == "null":
-        return "null"
+    """An argument as ksqlDB lists it in a message (``_argument_type`` gave a NULL literal no type)."""
     if isinstance(arg, ast.TimeUnit):
         return arg.unit
     if isinstance(arg, ast.Lambda):
         return "LAMBDA"
-    return ksql_type_name(type_)
+    return "null" if type_ is None else ksql_type_name(type_)
 
 
 def _specificity(signature: tuple) -> tuple:
