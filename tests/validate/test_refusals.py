@@ -613,9 +613,6 @@ REFUSED = [
      "expression-type", "Function 'len' cannot be resolved due to ambiguous method parameters (null)."),
     ("ksqlDB: ARRAY_CONTAINS of a value of another type", "CREATE STREAM C AS SELECT ID, ARRAY_CONTAINS(ARRAY[X], V) "
      "AS A FROM L;", "expression-type", "Function 'ARRAY_CONTAINS' does not accept parameters (ARRAY<INTEGER>, STRING)."),
-    ("ksqlDB's conversion of text to a DATE argument, not yet done", "CREATE STREAM C AS SELECT ID, "
-     "GREATEST(PARSE_DATE(V, 'yyyy'), V) AS G, FORMAT_DATE(V, 'yyyy') AS Y FROM L;", "expression-type",
-     "Function 'greatest' takes (DATE, DATE...) here, and a STRING is not yet converted"),
     ("ksqlDB: SUM of text", "CREATE TABLE A AS SELECT ID, SUM(V) AS S FROM L GROUP BY ID;", "expression-type",
      "Function 'SUM' does not accept parameters (STRING)."),
     ("ksqlDB: AVG of a DECIMAL", "CREATE TABLE A AS SELECT ID, AVG(CAST(X AS DECIMAL(4, 2))) AS S FROM L GROUP BY ID;",
@@ -624,6 +621,8 @@ REFUSED = [
      "Function 'MAX' does not accept parameters (BOOLEAN)."),
     ("ksqlDB: an aggregate's arguments are not cast", "CREATE TABLE A AS SELECT ID, CORRELATION(X, CAST(X AS DOUBLE)) "
      "AS C FROM L GROUP BY ID;", "expression-type", "Function 'correlation' does not accept parameters (INTEGER, DOUBLE)."),
+    ("ksqlDB: SUM_LIST of an array of text, named as written", "CREATE TABLE A AS SELECT ID, SUM_LIST(ARRAY[V]) AS S "
+     "FROM L GROUP BY ID;", "expression-type", "Function 'sum_list' does not accept parameters (ARRAY<STRING>)."),
     ("ksqlDB: HISTOGRAM counts strings", "CREATE TABLE A AS SELECT ID, HISTOGRAM(X) AS H FROM L GROUP BY ID;",
      "expression-type", "Function 'histogram' does not accept parameters (INTEGER)."),
     ("ROUND given text", "CREATE STREAM C AS SELECT ID, ROUND(V, 2) AS R FROM L;", "expression-type",
@@ -662,6 +661,9 @@ ACCEPTED = [
     "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, X, X) AS D, GREATEST(X, 1) AS G, COALESCE(V, 'none') AS N, "
     "SUBSTRING(V, X) AS S, CONCAT(V, V, V) AS C, CONCAT_WS('-', V, V) AS W, ELT(X, V, V) AS E, "
     "ARRAY_CONTAINS(ARRAY[X], 1) AS A, LPAD(V, X, '.') AS P FROM L;",
+    # ksqlDB's conversion of text where a DATE, TIME, TIMESTAMP or BYTES goes
+    "CREATE STREAM C AS SELECT ID, GREATEST(PARSE_DATE(V, 'yyyy'), V) AS G, FORMAT_DATE(V, 'yyyy') AS Y, "
+    "FROM_BYTES(V, 'hex') AS B FROM L;",
     "CREATE TABLE A AS SELECT ID, COUNT() AS N, COUNT(V) AS C, TOPK(V, 2) AS T, TOPK(X, V, 2) AS TV, TOPKDISTINCT(X, 2) "
     "AS D, CORRELATION(X, X) AS R, HISTOGRAM(V) AS H, EARLIEST_BY_OFFSET(V, 2, false) AS E FROM L GROUP BY ID;",
     "CREATE TABLE W AS SELECT V, COUNT(*) AS N FROM L WINDOW SESSION (1 MINUTE) GROUP BY V EMIT FINAL;",

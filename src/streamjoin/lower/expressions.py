@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 
 from ..connectors.formats import split_type_args, struct_fields
 from ..errors import StatementError
-from ..plan import ksql_coercion
+from ..plan import ksql_coercion, ksql_signatures
 from ..plan.expressions import INTEGRAL, children, field_name, static_type
-from ..plan.functions import FUNCTIONS, MASKS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT
+from ..plan.functions import FUNCTIONS, MASKS, TIME_UNIT_MS, TRANSLATED, UNIT_ARGUMENT, ksql_name
 from ..plan.nodes import Ref
 from ..plan.types import DAY_MS, TIME, spark_type
 from ..sql import ast
@@ -118,6 +118,8 @@ def _cast(e: ast.Cast) -> Column:
         return value.try_cast(TIME)
     if e.ksql and target == "string" and (source == TIME or source.startswith(("array<", "map<", "struct<"))):
         return _java_text(value, source)
+    if e.ksql and target == "binary" and source == "string":  # base64, trimmed (ksqlDB's CastEvaluator); NULL if not
+        return F.try_to_binary(F.trim(value), F.lit("base64"))
     if e.ksql and source:  # STRUCT fields by name, as ksqlDB's CastEvaluator converts them
         return _column_as_type(value, source, target)
     return value.cast(target)
@@ -232,6 +234,8 @@ def _case(e: ast.Case) -> Column:
 
 
 def _call(e: ast.Call) -> Column:
+    if e.ksql:  # ksqlDB's conversions of its arguments to the signature it picks
+        e = replace(e, args=ksql_signatures.converted(ksql_name(e.name), e.args), ksql=False)
     if e.name in ("FLOOR", "CEIL") and len(e.args) == 2 and isinstance(e.args[1], ast.TimeUnit):
         unit = UNIT_MS.get(e.args[1].unit.rstrip("S"), None)
         if unit is None:

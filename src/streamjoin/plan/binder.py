@@ -19,7 +19,7 @@ from . import ksql_aggregation, ksql_signatures
 from .ksql_projection import check_reserved_names
 from .catalog import Catalog, SourceInfo, TemporalFunction, ViewInfo, display_name
 from .functions import (LAMBDA_FUNCTIONS, TABLE_FUNCTIONS, UNIT_ARGUMENT, aggregate_type, is_function, ksql_coercions,
-                        ksql_comparisons, ksql_magic_timestamps, ksql_name, ksql_variants, lambda_variable_types,
+                        ksql_comparisons, ksql_magic_timestamps, ksql_variants, ksql_written, lambda_variable_types,
                         unit_argument)
 from .group_windows import auxiliary, group_window, ksql_window, lenses_group_window, new_window, window_bounds, with_window_columns
 from .joins import bind_join
@@ -395,7 +395,7 @@ class Binder:
                 return e  # a window table's column: the aggregate's own
             if isinstance(e, ast.Call) and e.name in ex.AGGREGATES:
                 counts_rows = e.star or not e.args  # COUNT(*), and ksqlDB's COUNT()
-                problem = ksql_signatures.call_problem(ksql_name(e.name), e.args) if ksql and not counts_rows else None
+                problem = ksql_signatures.call_problem(*ksql_written(e)) if ksql and not counts_rows else None
                 if problem is not None:  # ksqlDB's aggregate signatures, before the call is planned into another
                     raise StatementError(problem, rule="expression-type", pos=e.pos)
                 limit = collect_limit(self.catalog.properties, e.name) if ksql else None

@@ -8,6 +8,7 @@ with a number of arguments it does not take (``validate.rules``). Result types w
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -234,6 +235,11 @@ def call_type(name: str, argument_types: list[str]) -> str:
             precision, scale = (int(p) for p in first[len("decimal("):-1].split(","))
             return f"decimal({max(1, precision - scale)},0)"
         return first
+    if name in ("GREATEST", "LEAST") and typed:  # numbers widened to one type (ksqlDB's signatures, Spark's rule)
+        from .ksql_coercion import NUMBERS, base_type, wider_number
+
+        if all(base_type(t) in NUMBERS for t in typed):
+            return functools.reduce(wider_number, typed)
     if name in SAME_AS_ARGUMENT and argument_types:
         return argument_types[0]
     if name == "GENERATE_SERIES" and argument_types:
@@ -326,6 +332,17 @@ def ksql_name(name: str) -> str:
     return next((k for k, v in KSQL_VARIANTS.items() if v == name), name)
 
 
+def ksql_written(call: ast.Call) -> tuple[str, tuple]:
+    """The name and arguments of a call as the user wrote it, for one planning made another (``KSQL_VARIANTS``,
+    ``KSQL_AGGREGATE_FORMS``): ``SUM(KSQL_ARRAY_SUM(a))`` was ``SUM_LIST(a)``."""
+    argument = call.args[0] if len(call.args) == 1 else None
+    if call.name == "SUM" and isinstance(argument, ast.Call) and argument.name == "KSQL_ARRAY_SUM":
+        return "SUM_LIST", argument.args
+    if call.name == "COUNT" and call.distinct:
+        return "COUNT_DISTINCT", call.args
+    return ksql_name(call.name), call.args
+
+
 def unit_argument(call: ast.Call) -> ast.Call:
     """A call of a function taking a bare time unit first (``UNIT_ARGUMENT``) with that argument as a ``TimeUnit``
     (singular) when it names one of the units it takes, not a column; any other first argument stays, and is
@@ -360,10 +377,15 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 def ksql_coercions(e):
     """``e`` with its IN lists and ARRAY and MAP constructors marked ``ksql``: their values are brought to one type
-    as ksqlDB's ``CoercionUtil`` does (``plan.ksql_coercion``), not by Spark's rules; and its LIKEs and CASTs (ksqlDB's
-    escapes, its text of a TIME)."""
+    as ksqlDB's ``CoercionUtil`` does (``plan.ksql_coercion``), not by Spark's rules; its LIKEs and CASTs (ksqlDB's
+    escapes, its text of a TIME, its text read as BYTES); and its calls of ksqlDB's scalar functions (arguments
+    converted to the signature's parameters: ``ksql_signatures.converted``)."""
+    from . import ksql_signatures
+
     def mark(node):
         if isinstance(node, (ast.InList, ast.ArrayLiteral, ast.MapLiteral, ast.Like, ast.Cast)) and not node.ksql:
+            return ksql_coercions(replace(node, ksql=True))
+        if isinstance(node, ast.Call) and not node.ksql and ksql_signatures.is_scalar(ksql_name(node.name)):
             return ksql_coercions(replace(node, ksql=True))
         return None
 

@@ -169,6 +169,23 @@ def _with_number_text(text: str, target: str) -> str:
     return target if NUMBERS.index(base_type(source)) <= NUMBERS.index(base_type(target)) else source
 
 
+def wider_number(a: str, b: str) -> str:
+    """The number type that holds the values of number types ``a`` and ``b``, as ksqlDB's GREATEST and LEAST (and
+    Spark's) widen their arguments: DOUBLE beside any other number, a DECIMAL holding both beside an integer or a
+    DECIMAL (``wider_decimal``), else the wider integer."""
+    bases = {base_type(a), base_type(b)}
+    if a == b:
+        return a
+    if "DOUBLE" in bases:
+        return "double"
+    if "DECIMAL" in bases:
+        return wider_decimal(a, b)
+    return max(a, b, key=_INTEGERS.index) if a in _INTEGERS and b in _INTEGERS else a
+
+
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+
+
 def wider_decimal(a: str, b: str) -> str:
     """A DECIMAL holding both number types (an INTEGER is a DECIMAL(10, 0), a BIGINT a DECIMAL(19, 0):
     ``DecimalUtil.widen``)."""

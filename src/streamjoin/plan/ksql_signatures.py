@@ -15,8 +15,10 @@ or it is refused when planned, in ksqlDB's words. ksqlDB resolves a call so:
   DATE, TIME, TIMESTAMP or BYTES;
 - of several that fit, the most specific wins: one without a variadic over one with, then the one with more
   parameters, then fewer generic ones; two equally specific ones are ksqlDB's ambiguous call.
-Not yet as ksqlDB: a call that fits only by converting a STRING to a DATE, TIME, TIMESTAMP or BYTES is refused, saying
-so (the lowering does not convert it, and Spark would fail the query when it starts: ``GREATEST(date, 'text')``).
+A STRING argument that fits a DATE, TIME, TIMESTAMP or BYTES parameter only by that cast is converted as ksqlDB's
+``SqlToJavaVisitor.convertArgument`` converts it: it becomes ``CAST(arg AS <parameter type>)`` (``converted``, which the
+lowering applies to every call marked ``ksql``): ``GREATEST(date, '2021-03-04')`` compares dates. Number arguments are
+left to Spark, which widens them the same way.
 A call with an argument whose type the plan does not know is let through (Spark's own typing decides). The
 signatures are ksqlDB's built-in functions' and aggregates' (its ``@Udf`` and ``@UdafFactory`` methods, by their
 Java parameter types), under the names ksqlDB declares them with, which its messages use.
@@ -118,8 +120,9 @@ TOPKDISTINCT: INTEGER, INTEGER | BIGINT, INTEGER | DOUBLE, INTEGER | STRING, INT
 """
 
 GENERICS = ("T", "K", "V", "S")
-NO_CAST, NUMBER_CAST, TEXT_CAST = 0, 1, 2  # which of ksqlDB's implicit casts a fit may use: none, numbers', all
+NO_CAST, CAST = False, True  # whether a fit may use ksqlDB's implicit casts
 VARIADIC = "..."
+CONVERTED = ("DATE", "TIME", "TIMESTAMP", "BYTES")  # parameter types a STRING argument is converted to
 
 
 def _signatures() -> dict[str, tuple[str, list[tuple[str, ...]], bool]]:
@@ -138,28 +141,50 @@ def _signatures() -> dict[str, tuple[str, list[tuple[str, ...]], bool]]:
 SIGNATURES = _signatures()
 
 
+def is_scalar(name: str) -> bool:
+    """Whether ``name`` (as the user called it) is one of ksqlDB's scalar functions."""
+    entry = SIGNATURES.get(name.upper())
+    return entry is not None and entry[2]
+
+
 def call_problem(name: str, args: Sequence) -> Optional[str]:
     """ksqlDB's refusal of a call of its function ``name`` (as the user called it) with ``args``, in its words;
     None when a signature fits, when ``name`` is none of ``SIGNATURES``, or when an argument's type is unknown."""
+    return _resolved(name, args)[1]
+
+
+def converted(name: str, args: Sequence) -> tuple:
+    """``args`` of a call of ksqlDB's scalar function ``name`` as the signature ksqlDB picks takes them: each STRING
+    argument where that signature has a DATE, TIME, TIMESTAMP or BYTES parameter cast to that type (ksqlDB's
+    ``CastEvaluator`` then parses it, trimmed: a partial date or timestamp, a time, base64 bytes); the rest as they
+    are."""
+    signature, problem = _resolved(name, args)
+    if signature is None or problem is not None:
+        return tuple(args)
+    params = _parameters(signature, args, [_argument_type(a) for a in args])
+    return tuple(ast.Cast(a, ast.TypeName(p), pos=getattr(a, "pos", ast.NOWHERE), ksql=True)
+                 if p in CONVERTED and _argument_type(a) and base_type(_argument_type(a)) == "STRING" else a
+                 for a, p in zip(args, params))
+
+
+def _resolved(name: str, args: Sequence) -> tuple[Optional[tuple], Optional[str]]:
+    """The signature of ksqlDB's function ``name`` that a call with ``args`` takes, and ksqlDB's refusal of the call;
+    (None, None) when ``name`` is none of ``SIGNATURES`` or an argument's type is unknown."""
     if name.upper() not in SIGNATURES:
-        return None
+        return None, None
     declared, signatures, casts = SIGNATURES[name.upper()]
     types = [_argument_type(a) for a in args]
     if any(t == "" for t in types):
-        return None
+        return None, None
     shown = ", ".join(_shown(a, t) for a, t in zip(args, types))
-    for cast in (NO_CAST, NUMBER_CAST) if casts else (NO_CAST,):
+    for cast in (NO_CAST, CAST) if casts else (NO_CAST,):
         fitting = [s for s in signatures if _fits(s, args, types, cast)]
         if fitting:
             ranked = sorted(fitting, key=_specificity, reverse=True)
             if len(ranked) > 1 and _specificity(ranked[0]) == _specificity(ranked[1]):
-                return f"Function '{declared}' cannot be resolved due to ambiguous method parameters ({shown})."
-            return None
-    text_cast = casts and next((s for s in signatures if _fits(s, args, types, TEXT_CAST)), None)
-    if text_cast:  # ksqlDB would convert the text; the operators would be handed text where they need the type
-        return (f"Function '{declared}' takes ({', '.join(text_cast)}) here, and a STRING is not yet converted to a "
-                f"DATE, TIME, TIMESTAMP or BYTES argument as ksqlDB converts it: CAST it")
-    return f"Function '{declared}' does not accept parameters ({shown})."
+                return None, f"Function '{declared}' cannot be resolved due to ambiguous method parameters ({shown})."
+            return ranked[0], None
+    return None, f"Function '{declared}' does not accept parameters ({shown})."
 
 
 def _argument_type(arg) -> Optional[str]:
@@ -190,30 +215,33 @@ def _words(param: str) -> set:
     return set(param.replace("<", " ").replace(">", " ").replace(",", " ").replace(VARIADIC, " ").split())
 
 
-def _fits(signature: tuple, args: Sequence, types: list, cast: int) -> bool:
-    """Whether ``args`` (of ``types``) fit ``signature``, with the implicit casts ``cast`` allows."""
+def _fits(signature: tuple, args: Sequence, types: list, cast: bool) -> bool:
+    """Whether ``args`` (of ``types``) fit ``signature``, with ksqlDB's implicit casts if ``cast``."""
+    params = _parameters(signature, args, types)
+    bound: dict = {}
+    return params is not None and all(_fits_one(p, a, t, bound, cast) for p, a, t in zip(params, args, types))
+
+
+def _parameters(signature: tuple, args: Sequence, types: list) -> Optional[list]:
+    """The parameter each of ``args`` (of ``types``) meets in ``signature`` (a variadic one repeated, or taken as
+    one ARRAY), or None when their count cannot fit."""
     variadic = next((i for i, p in enumerate(signature) if p.endswith(VARIADIC)), None)
     if variadic is None:
-        if len(args) != len(signature):
-            return False
-        params = list(signature)
-    else:
-        extra = len(args) - (len(signature) - 1)
-        if extra < 0:
-            return False
-        element = signature[variadic][:-len(VARIADIC)]
-        if extra == 1 and _is_array_of(types[variadic], element):  # the variadic arguments given as one ARRAY
-            element = f"ARRAY<{element}>"
-        params = list(signature[:variadic]) + [element] * extra + list(signature[variadic + 1:])
-    bound: dict = {}
-    return all(_fits_one(p, a, t, bound, cast) for p, a, t in zip(params, args, types))
+        return list(signature) if len(args) == len(signature) else None
+    extra = len(args) - (len(signature) - 1)
+    if extra < 0:
+        return None
+    element = signature[variadic][:-len(VARIADIC)]
+    if extra == 1 and _is_array_of(types[variadic], element):  # the variadic arguments given as one ARRAY
+        element = f"ARRAY<{element}>"
+    return list(signature[:variadic]) + [element] * extra + list(signature[variadic + 1:])
 
 
 def _is_array_of(type_: Optional[str], element: str) -> bool:
     return bool(type_) and base_type(type_) == "ARRAY" and element not in GENERICS
 
 
-def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: int) -> bool:
+def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: bool) -> bool:
     if param.startswith("LAMBDA"):
         return isinstance(arg, ast.Lambda) and len(arg.params) == int(param[len("LAMBDA"):])
     if param == "UNIT" or isinstance(arg, (ast.Lambda, ast.TimeUnit)):
@@ -223,7 +251,7 @@ def _fits_one(param: str, arg, type_: Optional[str], bound: dict, cast: int) -> 
     return _type_fits(param, type_, bound, cast)
 
 
-def _type_fits(param: str, type_: str, bound: dict, cast: int) -> bool:
+def _type_fits(param: str, type_: str, bound: dict, cast: bool) -> bool:
     """Whether a value of Spark type ``type_`` fits parameter type ``param``; generics bind in ``bound``."""
     if param == "ANY":
         return True
@@ -239,12 +267,12 @@ def _type_fits(param: str, type_: str, bound: dict, cast: int) -> bool:
         if kind == "MAP" and parts[0] not in GENERICS:  # a MAP's key is matched as it is (ksqlDB's ``matches``)
             return base_type(inner[0]) == parts[0] and _type_fits(parts[1], inner[1], bound, cast)
         return len(inner) == len(parts) and all(_type_fits(p, t, bound, cast) for p, t in zip(parts, inner))
-    return base == param or cast != NO_CAST and _casts(base, param, cast)
+    return base == param or cast and _casts(base, param)
 
 
-def _casts(source: str, target: str, cast: int) -> bool:
-    """ksqlDB's implicit casts (``SqlBaseType.canImplicitlyCast``): with ``NUMBER_CAST`` a number to a wider one, with
-    ``TEXT_CAST`` also a STRING to a DATE, TIME, TIMESTAMP or BYTES."""
+def _casts(source: str, target: str) -> bool:
+    """ksqlDB's implicit casts (``SqlBaseType.canImplicitlyCast``): a number to a wider one, a STRING to a DATE, TIME,
+    TIMESTAMP or BYTES."""
     if source in NUMBERS and target in NUMBERS:
         return NUMBERS.index(source) <= NUMBERS.index(target)
-    return cast == TEXT_CAST and source == "STRING" and target in ("DATE", "TIME", "TIMESTAMP", "BYTES")
+    return source == "STRING" and target in CONVERTED

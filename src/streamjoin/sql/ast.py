@@ -116,13 +116,16 @@ class TimeUnit(Expr):
 @dataclass(frozen=True)
 class Call(Expr):
     """A function call. ``name`` upper-cased. ``COUNT(*)`` has ``star=True`` and no args.
-    ``FLOOR(x TO HOUR)`` is ``Call('FLOOR', (x, TimeUnit('HOUR')))``. ``PROCTIME()`` is a Call."""
+    ``FLOOR(x TO HOUR)`` is ``Call('FLOOR', (x, TimeUnit('HOUR')))``. ``PROCTIME()`` is a Call. ``ksql``: a call of
+    one of ksqlDB's own scalar functions over its inputs, whose arguments are converted to the parameters of the
+    signature ksqlDB picks (``plan.ksql_signatures``)."""
 
     name: str
     args: tuple[Expr, ...] = ()
     star: bool = False
     distinct: bool = False
     pos: Pos = _pos()
+    ksql: bool = False
 
 
 @dataclass(frozen=True)
