@@ -87,6 +87,8 @@ STATEMENTS = [
          T("TIMESTAMP_LTZ", 3), T("ARRAY", args=(T("ARRAY", args=(T("INT"),)),)),
          T("MAP", args=(T("STRING"), T("BIGINT"))), T("STRUCT", fields=(("x", T("INT")), ("key", T("STRING")))),
          T("INTEGER"), T("DOUBLE"), T("BYTES")]),
+    ("CREATE STREAM s (k VARCHAR(STRING) KEY, v VARCHAR(string)) WITH (kafka_topic='s')",  # ksqlDB's typeParameter
+     lambda s: [c.type for c in s.columns] == [T("VARCHAR"), T("VARCHAR")]),
     # ---- Flink DDL
     ("CREATE TABLE orders (order_id STRING, order_time TIMESTAMP(3), WATERMARK FOR order_time AS order_time) "
      "WITH ('connector' = 'kafka', 'topic' = 'orders', 'format' = 'json')",

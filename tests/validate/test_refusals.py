@@ -621,6 +621,11 @@ REFUSED = [
      "Function 'MAX' does not accept parameters (BOOLEAN)."),
     ("ksqlDB: an aggregate's arguments are not cast", "CREATE TABLE A AS SELECT ID, CORRELATION(X, CAST(X AS DOUBLE)) "
      "AS C FROM L GROUP BY ID;", "expression-type", "Function 'correlation' does not accept parameters (INTEGER, DOUBLE)."),
+    ("an AVRO column named as Avro names nothing", "CREATE STREAM A1 (`1st` DOUBLE) WITH (kafka_topic='a1', "
+     "value_format='AVRO');", "value-format", "Schema is not compatible with Avro: Illegal initial character: 1st"),
+    ("an AVRO result whose STRUCT has a field Avro cannot name", "CREATE STREAM A2 WITH (value_format='AVRO') AS "
+     "SELECT ID, STRUCT(`a-b` := X) AS S FROM L;", "value-format", "Schema is not compatible with Avro: Illegal "
+     "character in: a-b"),
     ("ksqlDB: SUM_LIST of an array of text, named as written", "CREATE TABLE A AS SELECT ID, SUM_LIST(ARRAY[V]) AS S "
      "FROM L GROUP BY ID;", "expression-type", "Function 'sum_list' does not accept parameters (ARRAY<STRING>)."),
     ("ksqlDB: HISTOGRAM counts strings", "CREATE TABLE A AS SELECT ID, HISTOGRAM(X) AS H FROM L GROUP BY ID;",

@@ -520,6 +520,10 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
         if nested is not None:
             raise StatementError(f"The 'DELIMITED' format does not support type '{_nested_base(nested[1])}'",
                                  rule="value-format", pos=pos)
+    if value_format == "AVRO":
+        problem = next(filter(None, map(_avro_name_problem, _field_names(columns))), None)
+        if problem is not None:
+            raise StatementError(f"Schema is not compatible with Avro: {problem}", rule="value-format", pos=pos)
     if value_format == "PROTOBUF":
         from ..connectors.protobuf_format import check_columns
 
@@ -527,6 +531,31 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
             check_columns(columns)
         except ValueError as err:
             raise StatementError(f"{name}: {err}", rule="value-format", pos=pos) from None
+
+
+def _field_names(columns: list[tuple[str, str]]):
+    """The names of ``columns`` and of the STRUCT fields in their types (in ARRAYs and MAPs too): an Avro record's
+    fields, each a name Avro must accept."""
+    from ..connectors.formats import split_type_args, struct_fields
+
+    for name, type_ in columns:
+        yield name
+        if type_.lower().startswith(("array<", "map<")):
+            yield from _field_names([("", t) for t in split_type_args(type_[type_.index("<") + 1:-1])])
+        else:
+            yield from _field_names(struct_fields(type_))
+
+
+def _avro_name_problem(name: str) -> Optional[str]:
+    """Avro's refusal of a record field's name (``Schema.validateName``): a letter or ``_`` first, then letters,
+    digits and ``_``."""
+    if not name:
+        return None  # an ARRAY's or MAP's element: no name of its own
+    if not (name[0].isalpha() or name[0] == "_"):
+        return f"Illegal initial character: {name}"
+    if not all(c.isalnum() or c == "_" for c in name[1:]):
+        return f"Illegal character in: {name}"
+    return None
 
 
 def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, declared: bool = True) -> None:

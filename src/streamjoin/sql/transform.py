@@ -335,7 +335,7 @@ class AstBuilder(Transformer):
     def plain_type(self, meta, name):
         return ast.TypeName(name.upper(), pos=self._pos(meta))
 
-    def sized_type(self, meta, name, size):
+    def sized_type(self, meta, name, size=None):  # no size: ksqlDB's VARCHAR(STRING)
         return ast.TypeName(name, self._params(size), pos=self._pos(meta))
 
     def timestamp_type(self, meta, precision, local_time_zone):
