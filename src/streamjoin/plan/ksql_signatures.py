@@ -161,10 +161,10 @@ def converted(name: str, args: Sequence) -> tuple:
     signature, problem = _resolved(name, args)
     if signature is None or problem is not None:
         return tuple(args)
-    params = _parameters(signature, args, [_argument_type(a) for a in args])
+    types = [_argument_type(a) for a in args]
     return tuple(ast.Cast(a, ast.TypeName(p), pos=getattr(a, "pos", ast.NOWHERE), ksql=True)
-                 if p in CONVERTED and _argument_type(a) and base_type(_argument_type(a)) == "STRING" else a
-                 for a, p in zip(args, params))
+                 if p in CONVERTED and t and base_type(t) == "STRING" else a
+                 for a, t, p in zip(args, types, _parameters(signature, args, types)))
 
 
 def _resolved(name: str, args: Sequence) -> tuple[Optional[tuple], Optional[str]]:
