@@ -60,6 +60,14 @@ def test_avro_times_inside_structs_arrays_and_maps_given_as_numbers_or_text():
     assert json.loads(value_as_json(writer, raw, ksql_json_default)) == {"S": {"AT": 1}, "DAYS": [5, 2], "M": {"x": 4, "y": None}}
 
 
+def test_avro_bytes_given_in_base64_as_ksqldb_gives_them():
+    source = SourceInfo("B", "STREAM", "b", (ColumnInfo("B", "binary"),), value_format="AVRO")
+    writer = ("AVRO", json.dumps(derived_avro_schema("B", [("B", "binary")])))
+    raw = encode_value({"B": "aGk="}, source)
+    assert raw == b"\x02\x04hi"  # the union's branch 1 (bytes), length 2, the bytes
+    assert json.loads(value_as_json(writer, raw, ksql_json_default)) == {"B": "aGk="}
+
+
 @pytest.mark.parametrize("cap, available, expected", [
     (None, {"a": 5, "b": 7}, {"a": 5, "b": 7}),
     (10, {"a": 5, "b": 7}, {"a": 5, "b": 5}),
@@ -82,6 +90,8 @@ PROTOBUF_CASES = [  # (columns, row, the message's bytes, the row read back)
      {"L": [1, 2], "M": {"k": 3}}),
     # confluent.type.Decimal: unscaled big-endian two's complement, precision, scale
     ([("D", "decimal(10,2)")], {"D": "-12.50"}, b"\x0a\x08\x0a\x02\xfb\x1e\x10\x04\x18\x02", {"D": -12.5}),
+    # BYTES given as JSON gives them, in base64, and shown so
+    ([("B", "binary")], {"B": "aGk="}, b"\x0a\x02hi", {"B": "aGk="}),
 ]
 
 

@@ -466,6 +466,8 @@ def _avro_value(value, type_: str):
     low = type_.lower()
     if low.startswith("decimal") and isinstance(value, (int, float, str)):
         return Decimal(str(value))
+    if low == "binary" and isinstance(value, str):  # BYTES given as JSON gives them: base64
+        return base64.b64decode(value)
     if low in ("timestamp", "date", "time(3)") and isinstance(value, str):
         if value.strip().lstrip("-").isdigit():
             return int(value)

@@ -14,6 +14,7 @@ turned into JSON text of their columns for the JSON decoder (``lower.decode``), 
 """
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import re
@@ -250,6 +251,8 @@ def _scalar(field, value):
         return {field.TYPE_STRING: "", field.TYPE_BOOL: False, field.TYPE_BYTES: b""}.get(field.type, 0)
     if field.type == field.TYPE_STRING:
         return str(value)
+    if field.type == field.TYPE_BYTES and isinstance(value, str):  # BYTES given as JSON gives them: base64
+        return base64.b64decode(value)
     return value
 
 
