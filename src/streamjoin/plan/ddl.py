@@ -536,22 +536,25 @@ def check_value_columns(value_format: str, columns: list[tuple[str, str]], name:
 def _field_names(columns: list[tuple[str, str]]):
     """The names of ``columns`` and of the STRUCT fields in their types (in ARRAYs and MAPs too): an Avro record's
     fields, each a name Avro must accept."""
-    from ..connectors.formats import split_type_args, struct_fields
-
     for name, type_ in columns:
         yield name
-        if type_.lower().startswith(("array<", "map<")):
-            yield from _field_names([("", t) for t in split_type_args(type_[type_.index("<") + 1:-1])])
-        else:
-            yield from _field_names(struct_fields(type_))
+        yield from _nested_field_names(type_)
+
+
+def _nested_field_names(type_: str):
+    from ..connectors.formats import split_type_args, struct_fields
+
+    if type_.lower().startswith(("array<", "map<")):
+        for inner in split_type_args(type_[type_.index("<") + 1:-1]):
+            yield from _nested_field_names(inner)
+    else:
+        yield from _field_names(struct_fields(type_))
 
 
 def _avro_name_problem(name: str) -> Optional[str]:
     """Avro's refusal of a record field's name (``Schema.validateName``): a letter or ``_`` first, then letters,
     digits and ``_``."""
-    if not name:
-        return None  # an ARRAY's or MAP's element: no name of its own
-    if not (name[0].isalpha() or name[0] == "_"):
+    if not (name[:1].isalpha() or name[:1] == "_"):
         return f"Illegal initial character: {name}"
     if not all(c.isalnum() or c == "_" for c in name[1:]):
         return f"Illegal character in: {name}"

@@ -173,9 +173,9 @@ def wider_number(a: str, b: str) -> str:
     """The number type that holds the values of number types ``a`` and ``b``, as ksqlDB's GREATEST and LEAST (and
     Spark's) widen their arguments: DOUBLE beside any other number, a DECIMAL holding both beside an integer or a
     DECIMAL (``wider_decimal``), else the wider integer."""
-    bases = {base_type(a), base_type(b)}
     if a == b:
         return a
+    bases = {base_type(a), base_type(b)}
     if "DOUBLE" in bases:
         return "double"
     if "DECIMAL" in bases:
