@@ -138,6 +138,11 @@ STATEMENTS = [
     ("SELECT a FROM t WHERE b > 1 GROUP BY a, c HAVING COUNT(*) > 2 PARTITION BY a",
      query(col("a"), from_=rel("t"), where=BinaryOp(">", col("b"), lit(1)), group_by=(col("a"), col("c")),
            having=BinaryOp(">", Call("COUNT", star=True), lit(2)), partition_by=(col("a"),))),
+    # ksqlDB's parenthesised lists: GROUP BY (a, b) groups by a and b; (a + 1) alone stays an expression
+    ("SELECT a, COUNT(*) FROM t GROUP BY (c, a) PARTITION BY (a, c)",
+     query(col("a"), Call("COUNT", star=True), from_=rel("t"), group_by=(col("c"), col("a")),
+           partition_by=(col("a"), col("c")))),
+    ("SELECT a FROM t GROUP BY (a + 1)", query(col("a"), from_=rel("t"), group_by=(BinaryOp("+", col("a"), lit(1)),))),
     ("SELECT key, value, timestamp, time, date, zone, name, hour, minute, _key FROM t WHERE hour = 1",
      lambda s: [i.expr.name.text for i in s.query.items] ==
      ["key", "value", "timestamp", "time", "date", "zone", "name", "hour", "minute", "_key"]),
@@ -339,6 +344,7 @@ ERRORS = [
     ("SELECT STRUCT(a := 1, 2) FROM t", 0, 1, 8, "STRUCT(a := 1, 2)", "MAP(key := value, ...)"),
     ("SELECT STRUCT(q.a := 1) FROM t", 0, 1, 8, "STRUCT(q.a := 1)", "identifier"),
     ("SELECT a FROM t PARTITION BY ()", 0, 1, 17, "()", "expression"),
+    ("SELECT a FROM t GROUP BY c, (b, a)", 0, 1, 31, ",", ")"),  # ksqlDB: missing ')' at ','
     ("SELECT TRANSFORM(a, (t.x) => 1) FROM t", 0, 1, 22, "=>", "identifier"),
     ("SELECT a FROM t WHERE a LIKE 'x' ESCAPE '!!'", 0, 1, 23, "a LIKE 'x' ESCAPE '!!'", "one character"),
 ]

@@ -453,6 +453,9 @@ REFUSED = [
     ("ksqlDB: key columns in the NONE key format", "CREATE STREAM NK3 (ID INT KEY, V STRING) WITH (kafka_topic='nk3', "
      "key_format='NONE', value_format='JSON');", "key-format",
      "The 'NONE' format can only be used when no columns are defined. Got: [`ID` INTEGER KEY]"),
+    ("ksqlDB: value columns in the NONE value format", "CREATE STREAM NV (ID INT KEY, foo INT) WITH (kafka_topic='nv', "
+     "value_format='NONE');", "value-format",
+     "The 'NONE' format can only be used when no columns are defined. Got: [`FOO` INTEGER]"),
     ("ksqlDB: WRAP_SINGLE_VALUE of several columns", "CREATE STREAM WS (ID INT KEY, A INT, B INT) WITH "
      "(kafka_topic='ws', value_format='JSON', wrap_single_value=false);", "value-format",
      "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),

@@ -371,6 +371,53 @@ def _array_sum(array: Column, element_type: str) -> Column:
     return F.aggregate(array, zero, lambda total, x: total + F.coalesce(x, zero))
 
 
+def _orderable(value: Column, type_: str) -> Column:
+    """``value`` in a form Spark can compare for equality: a MAP (which Spark cannot compare) as its entries sorted,
+    inside ARRAYs and STRUCTs too; any other value as it is."""
+    lowered = type_.lower()
+    if "map<" not in lowered:
+        return value
+    if lowered.startswith("map<"):
+        _, value_type = split_type_args(type_[4:-1])
+        return F.array_sort(F.transform(F.map_entries(value), lambda entry: F.struct(
+            entry.getField("key").alias("k"), _orderable(entry.getField("value"), value_type).alias("v"))))
+    if lowered.startswith("array<"):
+        return F.transform(value, lambda element: _orderable(element, type_[6:-1]))
+    return F.when(value.isNotNull(), F.struct(*[_orderable(value.getField(name), field_type).alias(name)
+                                                  for name, field_type in struct_fields(type_)]))
+
+
+def _array_set(kind: str):
+    """ARRAY_REMOVE, ARRAY_DISTINCT, ARRAY_EXCEPT, ARRAY_INTERSECT and ARRAY_UNION, whose elements are equal as
+    ksqlDB's and Flink's ``equals`` has them: NULL equals NULL (ARRAY_REMOVE(a, NULL) takes a's NULLs out, where
+    Spark's gives NULL), and MAPs, or values holding them, compare by their entries (Spark's own functions refuse
+    them). NULL for a NULL array; an element's first occurrence is kept, in order."""
+    def same(a: Column, b: Column, type_: str) -> Column:
+        return _orderable(a, type_).eqNullSafe(_orderable(b, type_))
+
+    def distinct(array: Column, type_: str) -> Column:
+        return F.filter(array, lambda x, i: ~F.exists(F.slice(array, 1, i), lambda y: same(x, y, type_)))
+
+    def call(e: ast.Call, array: Column, other: Column) -> Column:
+        array_type = static_type(e.args[0]) or static_type(e.args[1])
+        element = array_type[6:-1] if array_type.lower().startswith("array<") else ""
+        if kind == "remove":
+            return F.filter(array, lambda x: ~same(x, other, element))
+        if "map<" not in element.lower():  # Spark's own, which agree here
+            return F.call_function(f"array_{kind}", array, other)
+        if kind == "union":
+            return F.when(array.isNotNull() & other.isNotNull(), distinct(F.concat(array, other), element))
+        held = (lambda x: F.exists(other, lambda y: same(x, y, element))) if kind == "intersect" else (
+            lambda x: ~F.exists(other, lambda y: same(x, y, element)))
+        return F.when(other.isNotNull(), F.filter(distinct(array, element), held))
+
+    def distinct_call(e: ast.Call, array: Column) -> Column:
+        element = static_type(e.args[0])[6:-1]
+        return distinct(array, element) if "map<" in element.lower() else F.array_distinct(array)
+
+    return distinct_call if kind == "distinct" else call
+
+
 def _java_log(x: Column) -> Column:
     """The natural logarithm as Java's ``Math.log`` takes it: -Infinity at 0, NaN below 0 (Spark's is NULL there)."""
     x = x.cast("double")
@@ -891,6 +938,7 @@ _TRANSLATIONS = {
     "ARRAY_CONCAT": lambda e, left, right: F.when(left.isNull(), right).when(right.isNull(), left).otherwise(
         F.concat(left, right)),  # one NULL array: the other
     "GEO_DISTANCE": _geo_distance,
+    **{f"ARRAY_{kind.upper()}": _array_set(kind) for kind in ("remove", "distinct", "except", "intersect", "union")},
     "URL_ENCODE_PARAM": lambda e, text: _spark("url_encode", text),
     "URL_DECODE_PARAM": lambda e, text: _spark("try_url_decode", text),
     "URL_EXTRACT_FRAGMENT": lambda e, url: _uri_decoded(_url_part(url, "REF")),

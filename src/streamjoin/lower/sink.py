@@ -196,7 +196,7 @@ def unwrapped(sink: Sink) -> bool:
 def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     """The record key; a windowed result's key is followed by its window's start as 8 big-endian bytes (Kafka
     Streams' ``TimeWindowedSerializer``), a session's by its end and then its start (``SessionKeySchema``)."""
-    key = _unwindowed_key(sink, key_format)
+    key = _unwindowed_key(sink, key_format, df)
     window = sink.target.window if WINDOW_START in df.columns else None
     if window is not None:
         bounds = (WINDOW_END, WINDOW_START) if window[0] == "SESSION" else (WINDOW_START,)
@@ -204,26 +204,28 @@ def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     return key
 
 
-def _unwindowed_key(sink: Sink, key_format: str) -> Column:
+def _unwindowed_key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     """The key in ``key_format``; in ksqlDB, a key whose every column is NULL is no key at all (a record read
     without one keeps none), but a JSON key of several columns that PARTITION BY made is written with its NULLs."""
     keys = list(sink.key)
     if not keys:
         return F.lit(None).cast("binary")
-    key = _key_of_columns(sink, key_format)
+    key = _key_of_columns(sink, key_format, df)
     partitioned = len(keys) > 1 and key_format == "JSON" and any(isinstance(n, Repartition) for n in walk(sink.input))
     if sink.target.style == "flink" or partitioned:
         return key
     return F.when(F.greatest(*[F.col(k).isNotNull() for k in keys]) if len(keys) > 1 else F.col(keys[0]).isNotNull(), key)
 
 
-def _key_of_columns(sink: Sink, key_format: str) -> Column:
+def _key_of_columns(sink: Sink, key_format: str, df: DataFrame) -> Column:
     node = sink.input
     keys = list(sink.key)
     if len(keys) == 1 and key_format == "KAFKA":
         return F.col(keys[0]).cast("string").cast("binary")
     if key_format == "DELIMITED":  # ksqlDB: the key columns' values in order, comma-separated unless KEY_DELIMITER
         separator = delimiter_of(dict(sink.target.properties), "key")
+        if sink.target.dialect == "ksql":  # quoted as its values are
+            return ksql_delimited(df, keys, separator).cast("binary")
         return F.to_csv(F.struct(*[F.col(k) for k in keys]), {"sep": separator}).cast("binary")
     if len(keys) == 1 and sink.target.style != "flink":  # ksqlDB's JSON key: the value itself, unwrapped
         return _json_of(F.col(keys[0])).cast("binary")

@@ -209,7 +209,7 @@ def _correlation(acc) -> float:
 
 
 def _scalar(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
+    if v is None or v is pd.NaT or (isinstance(v, float) and pd.isna(v)):  # NaT: a null TIMESTAMP
         return None
     if hasattr(v, "item") and not isinstance(v, (list, Decimal)):
         return v.item()

@@ -451,14 +451,29 @@ def as_frame(table, columns: list[str]) -> "pd.DataFrame":
     time zone is UTC, and the worker reads a naive one back in it): pandas keeps a zoned column as objects as
     soon as it leaves its frame (``to_numpy``, ``np.where``), and the operators' vectorised steps then ran
     several times slower on every query with a timestamp column."""
+    import pandas as pd
     import pyarrow as pa
 
     frame = _naive_table(table).to_pandas(maps_as_pydicts="lossy").set_axis(columns, axis=1)
-    for name, field in zip(columns, table.schema):
+    for name, field, column in zip(columns, table.schema, table.columns):
         kind = field.type
+        if pa.types.is_int64(kind) and column.null_count and not _exact_as_float(column):
+            frame[name] = pd.Series(column.to_pylist(), index=frame.index, dtype=object)
         if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind):
             frame[name] = [hashable(v) for v in frame[name]]
     return frame
+
+
+FLOAT_EXACT = 2 ** 53  # the largest magnitude below which every integer is a float64
+
+
+def _exact_as_float(column) -> bool:
+    """Whether an int64 column's values all survive pandas' float64, which holds a column with nulls: not a BIGINT
+    beyond 2^53 (a snowflake id, ksqlDB's Long.MAX_VALUE), which then stays whole, in an object column."""
+    import pyarrow.compute as pc
+
+    low, high = pc.min_max(column).values()
+    return low.as_py() is None or (-FLOAT_EXACT <= low.as_py() and high.as_py() <= FLOAT_EXACT)
 
 
 def _naive_frame(frame):

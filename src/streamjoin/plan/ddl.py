@@ -101,6 +101,8 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
 
     _refuse_duplicates(columns, name, stmt.pos)
     connector = str(props.get("connector", "kafka")).lower()
+    if stmt.dialect == "ksql":
+        check_none_value_format(props, [(c.name, c.type) for c in columns if c.origin == "value"], stmt.pos)
     value_format = value_format_of(props, stmt.pos)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos,
                         ksql=stmt.dialect == "ksql", properties=props)
@@ -561,6 +563,20 @@ def _avro_name_problem(name: str) -> Optional[str]:
     return None
 
 
+def _none_format(columns: list[tuple[str, str]], pos, suffix: str = "") -> StatementError:
+    got = ", ".join(f"`{name}` {ksql_type_name(type_)}{suffix}" for name, type_ in columns)
+    return StatementError(f"The 'NONE' format can only be used when no columns are defined. Got: [{got}]",
+                          rule="value-format" if not suffix else "key-format", pos=pos)
+
+
+def check_none_value_format(props: dict, value_columns: list[tuple[str, str]], pos) -> None:
+    """ksqlDB's NONE value format holds no columns: a declaration with value columns is refused in its words
+    (``NoneFormat``). Without any, it is refused as a format streamjoin does not read (``value_format_of``)."""
+    declared = str(props.get("value_format") or props.get("format") or "").upper()
+    if declared == "NONE" and value_columns:
+        raise _none_format(value_columns, pos)
+
+
 def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, declared: bool = True) -> None:
     """Refuse, in ksqlDB's words, key columns ksqlDB's key serde cannot hold: a key that is or holds a MAP
     (``GenericKeySerDe``), and with the KAFKA key format anything but one INT, BIGINT, DOUBLE, STRING or
@@ -569,9 +585,7 @@ def check_key_columns(key_format: str, columns: list[tuple[str, str]], pos, decl
     from ..connectors.formats import KAFKA_VALUE_TYPES
 
     if key_format.upper() == "NONE" and columns:
-        got = ", ".join(f"`{name}` {ksql_type_name(type_)} KEY" for name, type_ in columns)
-        raise StatementError(f"The 'NONE' format can only be used when no columns are defined. Got: [{got}]",
-                             rule="key-format", pos=pos)
+        raise _none_format(columns, pos, " KEY")
     for name, type_ in columns:
         if "map<" in type_.lower():
             raise StatementError(

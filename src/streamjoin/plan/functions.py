@@ -46,6 +46,8 @@ TRANSLATED = {
     "TIMESUB": (3, 3), "FORMAT_TIME": (2, 2), "PARSE_TIME": (2, 2),
     "GENERATE_SERIES": (2, 3), "AS_MAP": (2, 2), "ENTRIES": (2, 2),
     "TO_BYTES": (2, 2), "FROM_BYTES": (2, 2), "INT_FROM_BYTES": (1, 2), "BIGINT_FROM_BYTES": (1, 2),
+    "ARRAY_REMOVE": (2, 2), "ARRAY_DISTINCT": (1, 1), "ARRAY_EXCEPT": (2, 2), "ARRAY_INTERSECT": (2, 2),
+    "ARRAY_UNION": (2, 2),
     "DOUBLE_FROM_BYTES": (1, 2), "FIELD": (1, 255), "REGEXP_SPLIT_TO_ARRAY": (2, 2), "SPLIT_TO_MAP": (3, 3),
     "JSON_RECORDS": (1, 1), "JSON_ITEMS": (1, 1), "JSON_ARRAY_CONTAINS": (2, 2), "JSON_CONCAT": (1, 1 << 30),
     "MAP_UNION": (2, 2),

@@ -394,6 +394,9 @@ class AstBuilder(Transformer):
     def group_clause(self, meta, exprs):
         return "group_by", exprs
 
+    def group_clause_list(self, meta, first, rest):  # ksqlDB: GROUP BY (a, b) groups by a and b
+        return "group_by", (first, *rest)
+
     def having_clause(self, meta, expr):
         return "having", expr
 
@@ -457,6 +460,9 @@ class AstBuilder(Transformer):
 
     def partition_clause(self, meta, exprs):
         return "partition_by", exprs
+
+    def partition_clause_list(self, meta, first, rest):  # ksqlDB: PARTITION BY (a, b)
+        return "partition_by", (first, *rest)
 
     def empty_partition_clause(self, meta):
         raise InvalidSyntax("PARTITION BY requires at least one expression", self._pos(meta), "()", ("expression",))
