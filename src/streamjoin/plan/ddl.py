@@ -10,7 +10,7 @@ from ..connectors.formats import infers_columns
 from ..connectors.time_formats import check_pattern
 from .catalog import ColumnInfo, DatabaseTable, SourceInfo, display_name
 from .ksql_projection import SYSTEM_COLUMNS
-from .settings import interval_ms
+from .settings import DEFAULT_VALUE_FORMAT, interval_ms, single_value_wrapping
 from .types import ksql_type_name, spark_type
 
 UPSERT_CONNECTORS = {"upsert-kafka"}
@@ -40,7 +40,7 @@ def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, p
 
 
 def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None,
-                    default_value_format: Optional[str] = None) -> SourceInfo:
+                    settings: Optional[dict] = None) -> SourceInfo:
     """The catalog entry a CREATE STREAM|TABLE declares; ``name``: the name it is shown with (schema-qualified
     where the script says so), else its own name as the dialect shows it.
 
@@ -52,9 +52,11 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     style = stmt.style
     native = stmt.dialect == "sqlstream"
     props = properties_dict(stmt.properties)
+    settings = settings or {}
     if stmt.dialect == "ksql":
         check_format_properties(props, stmt.pos)
         check_ksql_formats(props, stmt.pos)
+        default_value_format = settings.get(DEFAULT_VALUE_FORMAT)
         if not any(k in props for k in ("value_format", "format")):  # ksqlDB names no default of its own
             if default_value_format is None:
                 raise StatementError("Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either "
@@ -103,6 +105,7 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     connector = str(props.get("connector", "kafka")).lower()
     if stmt.dialect == "ksql":
         check_none_value_format(props, [(c.name, c.type) for c in columns if c.origin == "value"], stmt.pos)
+        props = single_value_wrapping(props, len([c for c in columns if c.origin == "value"]), settings)
     value_format = value_format_of(props, stmt.pos)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos,
                         ksql=stmt.dialect == "ksql", properties=props)

@@ -20,6 +20,8 @@ OFFSET_RESET = "auto.offset.reset"  # where a query without a checkpoint starts:
 STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an idle key's rows
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
 DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"  # ksqlDB: the value format of a declaration naming none
+WRAP_SINGLE_VALUES = "ksql.persistence.wrap.single.values"  # ksqlDB: WRAP_SINGLE_VALUE of those that name none
+OUTPUT_TOPIC_PREFIX = "ksql.output.topic.name.prefix"  # ksqlDB: put before the topic name a result is given by default
 RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
 RESULT_MODES = ("tableau", "changelog", "table")
 BOOTSTRAP = "bootstrap.servers"  # the Kafka broker a script's topics are on (``connectors.kafka_client``)
@@ -40,6 +42,8 @@ READ = {  # what each setting streamjoin reads does here
     STATE_TTL: "how long a Flink regular join keeps the rows of a key with no change",
     DEFAULT_KEY_FORMAT: "the key format of a result with key columns whose source's key format is NONE",
     DEFAULT_VALUE_FORMAT: "the value format of a ksqlDB CREATE STREAM or TABLE that names none",
+    WRAP_SINGLE_VALUES: "whether a ksqlDB stream or table of one value column that names no WRAP_SINGLE_VALUE wraps it",
+    OUTPUT_TOPIC_PREFIX: "what the topic of a ksqlDB result without KAFKA_TOPIC is prefixed with",
     RESULT_MODE: "how a bare SELECT shows its rows: tableau, changelog or table",
     "streamjoin.dead.letter.topic": "the topic records that cannot be decoded are written to",
     "streamjoin.late.topic": "the topic records a query drops as late or for a null key are written to",
@@ -146,6 +150,15 @@ def collect_limit(properties: dict, function: str) -> Optional[int]:
     value = next((v for k, v in properties.items() if k.lower() == COLLECT_LIMITS.get(function)), None)
     limit = None if value is None else int(str(value).strip())
     return None if limit is None or limit < 0 else limit
+
+
+def single_value_wrapping(props: dict, value_columns: int, properties: dict) -> dict:
+    """``props`` (a ksqlDB declaration's or result's WITH) with the script's ``ksql.persistence.wrap.single.values``
+    as its ``WRAP_SINGLE_VALUE`` when it names none and has one value column (the setting leaves others alone)."""
+    default = properties.get(WRAP_SINGLE_VALUES)
+    if default is None or "wrap_single_value" in props or value_columns != 1:
+        return props
+    return {**props, "wrap_single_value": str(default).strip().lower()}
 
 
 def sink_partitions(properties: dict) -> Optional[int]:

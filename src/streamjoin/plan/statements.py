@@ -21,7 +21,9 @@ from .ddl import (
 from .ksql_projection import check_key_selected
 from .scope import restart_ids
 from .types import ksql_type_name, spark_type, with_named_types
-from .settings import DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT, check_setting, sink_partitions, table_client_properties
+from .settings import (
+    DEFAULT_KEY_FORMAT, OUTPUT_TOPIC_PREFIX, check_setting, single_value_wrapping, sink_partitions, table_client_properties,
+)
 from .nodes import Aggregate, Filter, Join, PlanNode, Project, Repartition, Scan, Sink, declared_by, walk
 from .values import values_records
 
@@ -92,8 +94,7 @@ class StatementPlanner:
         if isinstance(stmt, ast.CreateSource):
             qualified = stmt.name.schema is not None or self.catalog.schema is not None
             info = source_from_ddl(stmt, self.catalog.qualified(stmt.name, stmt.style) if qualified else None,
-                                   servers=self.catalog.servers,
-                                   default_value_format=self.catalog.properties.get(DEFAULT_VALUE_FORMAT))
+                                   servers=self.catalog.servers, settings=self.catalog.properties)
             existing = self.catalog.source(stmt.name)
             if stmt.or_replace and (stmt.read_only or existing is not None and existing.read_only):
                 kind = stmt.kind.lower()
@@ -325,9 +326,12 @@ class StatementPlanner:
                 props = {**props, **_inherited_delimiter(plan, formats[1])}
             if style == "ksql":
                 props = {**props, **_inherited_registry_formats(plan, props)}
+                props = single_value_wrapping(props, len([c for c in columns_out if c.origin == "value"]),
+                                              self.catalog.properties)
             shown = display_name(name, style) if create else name.text
+            default_topic = (str(self.catalog.properties.get(OUTPUT_TOPIC_PREFIX, "")) if style == "ksql" else "") + shown
             target = SourceInfo(
-                name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or shown),
+                name=shown, kind=result_kind, topic=str(props.get("kafka_topic") or props.get("topic") or default_topic),
                 columns=columns_out, key_columns=tuple(plan.field(k).name for k in plan.key if not plan.field(k).hidden),
                 style=style, value_format=value_format_of(props, name.pos, formats[1]), properties=tuple(sorted(props.items())),
                 key_format=key_format_of(props, style, formats[0]), partitions=partitions_of(props, name.pos),
