@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DecimalType, DoubleType, LongType, MapType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType, DataType, DecimalType, DoubleType, LongType, MapType, StringType, StructField, StructType,
+)
 
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
@@ -61,7 +63,9 @@ def result_type(spec: AggSpec, arg_type: DataType | None) -> DataType:
     fn = spec.fn
     if fn == "COUNT":
         return LongType()
-    if fn in ("AVG", "CORRELATION") or fn in VARIANCES:
+    if fn == "CORRELATION":  # as text (``_correlation``); the lowering casts it to the DOUBLE it is
+        return StringType()
+    if fn == "AVG" or fn in VARIANCES:
         return DoubleType()
     if fn == "SUM":
         if isinstance(arg_type, DecimalType):
@@ -198,14 +202,16 @@ def _result(spec: AggSpec, acc: Any) -> Any:
     return acc
 
 
-def _correlation(acc) -> float:
+def _correlation(acc) -> str:
     """Pearson's coefficient from the running sums, in doubles as ksqlDB's ``CorrelationUdaf.map`` (0/0 is NaN, as
-    Java's division gives)."""
+    Java's division gives), written as its text (``repr``, which reads back as the same double): a NaN in a frame's
+    float column would reach Spark as a NULL (Arrow takes pandas' NaN for a missing value)."""
     sx, sy, sxx, syy, sxy, n = acc or (0.0, 0.0, 0.0, 0.0, 0.0, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         numerator = np.float64(n * sxy - sx * sy)
         denominator = np.sqrt(np.float64((n * sxx - sx * sx) * (n * syy - sy * sy)))
-        return float(numerator / denominator)
+        value = float(numerator / denominator)
+    return "NaN" if math.isnan(value) else repr(value)
 
 
 def _scalar(v: Any) -> Any:

@@ -7,8 +7,9 @@ update when the row stayed in its group. A group left with no rows stays, with t
 0), as Kafka Streams' table aggregation keeps it (ksqlDB, Lenses: its count.json "count table" writes 0; users
 write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist).
 Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM, AVG, MIN and MAX (the last three keep a multiset of
-values per group), HISTOGRAM, and ksqlDB's COLLECT_LIST (a list per group: a retraction takes out the last
-occurrence of its value, as ``CollectListUdaf.undo``).
+values per group), HISTOGRAM, ksqlDB's COLLECT_LIST (a list per group: a retraction takes out the last
+occurrence of its value, as ``CollectListUdaf.undo``) and CORRELATION (running sums a retraction subtracts from,
+as ``CorrelationUdaf.undo``).
 
 Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
 1. by the input's key — every change of a row becomes a *retract* event carrying the row's previous group
@@ -39,12 +40,14 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 from ..errors import NotYetSupported
 from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
-from .aggregate import GLOBAL, AggSpec, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals
+from .aggregate import (
+    GLOBAL, AggSpec, _correlation, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals,
+)
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, drop_records, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
-UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM", "COLLECT_LIST"}
+UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM", "COLLECT_LIST", "CORRELATION"}
 SIGN = "__sign"
 RETRACT, ADD = 0, 1
 
@@ -177,7 +180,10 @@ def accumulator_columns(specs: list[AggSpec]) -> list[str]:
     ``__values<i>`` (a Counter: MIN, MAX, DISTINCT; a list: COLLECT_LIST)."""
     return [ROWS] + [f"__{field}{i}" for i, s in enumerate(specs) for field in ("n", "total", "values")
                      if field == "n" or field == "total" and s.fn in ("SUM", "AVG")
-                     or field == "values" and (_multiset(s) or s.fn == "COLLECT_LIST")]
+                     or field == "values" and (_multiset(s) or s.fn in FOLDED)]
+
+
+FOLDED = ("COLLECT_LIST", "CORRELATION")  # kept per group as a list, as running sums
 
 
 def _multiset(s: AggSpec) -> bool:
@@ -238,7 +244,8 @@ class _GroupFold:
         if _multiset(s):
             bags, folded = self._multisets(i, s, values, present)
         else:
-            bags, folded = self._lists(i, s, values) if s.fn == "COLLECT_LIST" else (None, None)
+            fold = {"COLLECT_LIST": lambda: self._lists(i, s, values), "CORRELATION": lambda: self._correlations(i, values)}
+            bags, folded = fold[s.fn]() if s.fn in fold else (None, None)
         if s.fn == "SUM":
             results = _objects(totals[emits], counts[emits] > 0)
         elif s.fn == "AVG":
@@ -295,6 +302,32 @@ class _GroupFold:
         folded = np.empty(len(results), dtype=object)
         folded[:] = results
         return lists, folded
+
+
+    def _correlations(self, i: int, values: pd.Series):
+        """CORRELATION's running sums per group (x, y, x², y², xy and the count, ksqlDB's ``CorrelationUdaf``),
+        folded event by event: an add adds a row's, a retract takes them away (in the same order of operations, so
+        what is left matches ksqlDB's); a row whose x or y is NULL counts for nothing. (each group's sums after the
+        batch, the coefficient at every emitted event)."""
+        sums = [tuple(kept) if kept is not None else _NO_SUMS for kept in self.prior[f"__values{i}"]]
+        results = []
+        for j, g in enumerate(self.codes.tolist()):
+            pair = values.iat[j]
+            x, y = (_scalar(pair["X"]), _scalar(pair["Y"])) if pair is not None else (None, None)
+            if x is not None and y is not None:
+                x, y = float(x), float(y)
+                change = (x, y, x * x, y * y, x * y, 1)
+                sums[g] = tuple(a + b if self.sign[j] > 0 else a - b for a, b in zip(sums[g], change))
+            if self.emits[j]:
+                results.append(_correlation(sums[g]))
+            if self.reset[j]:
+                sums[g] = _NO_SUMS
+        folded = np.empty(len(results), dtype=object)
+        folded[:] = results
+        return sums, folded
+
+
+_NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0, 0)
 
 
 def _grouped_cumsum(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
