@@ -433,6 +433,76 @@ def _zoned(ts: Column, zone) -> Column:
     return ts if zone is None else F.from_utc_timestamp(ts, zone)
 
 
+def _formatted_in(e: ast.Call, ts: Column, pattern: Column, zone) -> Column:
+    """``ts`` (a UTC instant) written in ``pattern`` as ``zone``'s clock reads it (the session's, UTC, without one).
+    Spark writes a pattern's zone name (``z``) as the session's; a literal pattern's ``z``, ``zz`` or ``zzz`` under a
+    literal zone is written as Java's short name of that zone at the instant (PST or PDT), from the tz database."""
+    pieces = _zone_name_pieces(e.args[1]) if zone is not None and len(e.args) > 2 else None
+    names = _short_zone_names(e.args[2]) if pieces else None
+    if not names:
+        return _spark("date_format", _zoned(ts, zone), pattern)
+    local = _zoned(ts, zone)
+    offset = F.unix_seconds(local) - F.unix_seconds(ts)
+    name = None
+    for seconds, short in names.items():
+        name = (F.when(offset == seconds, F.lit(short)) if name is None else name.when(offset == seconds, F.lit(short)))
+    name = name.otherwise(_spark("date_format", local, F.lit("xxx")))
+    parts = [_spark("date_format", local, F.lit(piece)) if piece else F.lit("") for piece in pieces]
+    written = parts[0]
+    for part in parts[1:]:
+        written = F.concat(written, name, part)
+    return written
+
+
+def _zone_name_pieces(pattern: ast.Expr) -> list[str] | None:
+    """A literal DateTimeFormatter pattern cut at each unquoted run of one to three ``z`` (a short zone name), or
+    None when it is no literal or holds none."""
+    if not (isinstance(pattern, ast.Literal) and isinstance(pattern.value, str)):
+        return None
+    text, pieces, start, quoted, i = pattern.value, [], 0, False, 0
+    while i < len(text):
+        if text[i] == "'":
+            quoted = not quoted
+        elif text[i] == "z" and not quoted:
+            end = i
+            while end < len(text) and text[end] == "z":
+                end += 1
+            if end - i <= 3:
+                pieces.append(text[start:i])
+                start = end
+            i = end
+            continue
+        i += 1
+    return pieces + [text[start:]] if pieces else None
+
+
+@functools.cache
+def _zone_names(zone: str) -> dict:
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    try:
+        tz = ZoneInfo(zone)
+    except (ValueError, KeyError, OSError):
+        return {}
+    names: dict = {}
+    at = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    while at.year < 2100:  # every half month: each offset the zone has used, with the name it had last
+        local = at.astimezone(tz)
+        name = local.tzname()
+        if name and name[0].isalpha():  # "+03": no name (Java writes its own); left to the offset
+            names[int(local.utcoffset().total_seconds())] = name
+        at += timedelta(days=15)
+    return names
+
+
+def _short_zone_names(zone: ast.Expr) -> dict | None:
+    """UTC offset (s) -> the zone's short name, for a literal zone id (``America/Los_Angeles``)."""
+    if not (isinstance(zone, ast.Literal) and isinstance(zone.value, str)):
+        return None
+    return _zone_names(zone.value) or None
+
+
 def _unzoned(ts: Column, zone) -> Column:
     """The inverse of ``_zoned``: a wall-clock time read in ``zone``, as the instant it names."""
     return ts if zone is None else F.to_utc_timestamp(ts, zone)
@@ -915,9 +985,9 @@ _TRANSLATIONS = {
     "GENERATE_SERIES": _generate_series, "AS_MAP": _as_map, "ENTRIES": _entries, "MAP_UNION": _map_union,
     "TO_BYTES": _to_bytes, "FROM_BYTES": _from_bytes, "INT_FROM_BYTES": _int_from_bytes(4),
     "BIGINT_FROM_BYTES": _int_from_bytes(8), "DOUBLE_FROM_BYTES": _double_from_bytes,
-    "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _spark("date_format", _zoned(_instant(e, ms), zone), fmt),
+    "TIMESTAMPTOSTRING": lambda e, ms, fmt, zone=None: _formatted_in(e, _instant(e, ms), fmt, zone),
     "STRINGTOTIMESTAMP": lambda e, text, fmt, zone=None: _spark("unix_millis", _unzoned(_spark("to_timestamp", text, fmt), zone)),
-    "FORMAT_TIMESTAMP": lambda e, ts, fmt, zone=None: _spark("date_format", _zoned(ts, zone), fmt),
+    "FORMAT_TIMESTAMP": lambda e, ts, fmt, zone=None: _formatted_in(e, ts, fmt, zone),
     "PARSE_TIMESTAMP": lambda e, text, fmt, zone=None: _unzoned(_spark("to_timestamp", text, fmt), zone),
     "DATETOSTRING": lambda e, days, fmt: _spark("date_format", _spark("date_from_unix_date", days), fmt),
     "STRINGTODATE": lambda e, text, fmt: _spark("unix_date", _spark("to_date", text, fmt)),
