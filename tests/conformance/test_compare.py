@@ -16,6 +16,9 @@ ROWS = [
     ({"A": [1.0]}, {"A": [1.0, 2.0]}, False),
     ("NaN", "NaN", True),
     ("-Infinity", None, False),
+    ({"FOO": "a", "foo": "b"}, {"foo": "b", "FOO": "a"}, True),  # both spellings: each field by its own name
+    ({"FOO": "a", "foo": "b"}, {"FOO": "b", "foo": "a"}, False),
+    ({"FOO": "a", "foo": "b"}, {"FOO": "a", "Foo": "b"}, False),
 ]
 
 

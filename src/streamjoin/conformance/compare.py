@@ -92,16 +92,26 @@ def _record(topic: str, key: Optional[bytes], value: Optional[bytes], timestamp:
     return {"topic": topic, "key": k, "value": v, "timestamp": timestamp, "text": text}
 
 
+_MISSING = object()
+
+
+def _field(value: dict, name: str) -> Any:
+    """``value``'s field ``name``: of that exact name, else the one field of that name in another case."""
+    if name in value:
+        return value[name]
+    others = [k for k in value if k.casefold() == name.casefold()]
+    return value[others[0]] if len(others) == 1 else _MISSING
+
+
 def same_value(expected: Any, actual: Any) -> bool:
     """Whether two JSON values are equal as ``normalise`` compares them, except that a DOUBLE (a JSON number with a
     fraction or an exponent on both sides) may differ in its last two bits: what Java's ``Math.exp``, ``log`` or
     ``sinh`` return differs in the last bit between the JVM's intrinsics and ``StrictMath``, so ksqlDB's own runs do."""
     if isinstance(expected, float) and isinstance(actual, float):
         return expected == actual or math.isclose(expected, actual, rel_tol=4 * sys.float_info.epsilon, abs_tol=0.0)
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        mine = {k.casefold(): v for k, v in actual.items()}
-        return (len(mine) == len(expected) and all(k.casefold() in mine and same_value(v, mine[k.casefold()])
-                                                   for k, v in expected.items()))
+    if isinstance(expected, dict) and isinstance(actual, dict):  # a name in another case is the same field,
+        return len(actual) == len(expected) and all(  # unless both spellings are there (`foo` beside FOO)
+            _field(actual, k) is not _MISSING and same_value(v, _field(actual, k)) for k, v in expected.items())
     if isinstance(expected, list) and isinstance(actual, list):
         return len(expected) == len(actual) and all(map(same_value, expected, actual))
     return normalise(expected) == normalise(actual)
