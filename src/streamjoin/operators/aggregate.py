@@ -98,10 +98,10 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     if value is None:
         return acc
     if fn == "SUM":
-        return value if acc is None else acc + value
+        return value if acc is None else _added(acc, value)
     if fn == "AVG":
         total, count = acc or (0, 0)
-        return (total + value, count + 1)
+        return (_added(total, value), count + 1)
     if fn == "MIN":
         return value if acc is None or value < acc else acc
     if fn == "MAX":
@@ -124,6 +124,14 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
     if fn == "HISTOGRAM":
         return counted(acc or {}, {value: 1})
     raise NotYetSupported(f"aggregate function {fn}", issue=4)
+
+
+def _added(total: Any, value: Any) -> Any:
+    """``total + value``; whole numbers as a Java ``long`` adds them (ksqlDB's and Flink's SUM and AVG of a BIGINT),
+    wrapping around past 2^63."""
+    if isinstance(total, int) and isinstance(value, int) and not isinstance(value, bool):
+        return (total + value + 2 ** 63) % 2 ** 64 - 2 ** 63
+    return total + value
 
 
 def _by_offset(spec: AggSpec, acc: Any, value: Any) -> Any:
@@ -343,8 +351,8 @@ def _cumulative(spec: AggSpec, values, codes, prior, integral: bool):
     else:
         present = values.notna().to_numpy()
         numbers = values.to_numpy()
-        if integral and numbers.dtype.kind == "f":  # nulls made it float: whole numbers, as the fold sees them
-            numbers = np.where(present, numbers, 0).astype(np.int64)
+        if integral and numbers.dtype.kind in "fO":  # nulls made it float (objects beyond 2^53: ``state.as_frame``)
+            numbers = np.where(present, numbers, 0).astype(np.int64)  # whole numbers, as the fold sees them
         if fn in ("MIN", "MAX") and numbers.dtype.kind not in "iuf":
             return None  # decimals, strings: folded record by record
         if numbers.dtype.kind in "iuf":

@@ -234,7 +234,7 @@ class _GroupFold:
         totals = np.zeros(n, dtype=np.int64)
         if s.fn in ("SUM", "AVG"):
             numbers = values.to_numpy()
-            if numbers.dtype.kind == "f" and integral:  # nulls made it float: whole numbers, as the rows hold them
+            if numbers.dtype.kind in "fO" and integral:  # nulls made it float, or objects: whole numbers, as the rows hold them
                 numbers = np.where(present, numbers, 0).astype(np.int64)
             elif numbers.dtype.kind not in "iuf":
                 numbers = values.to_numpy(dtype=object)  # decimals
