@@ -663,6 +663,9 @@ def test_refused_with_rule_and_position(name, query, rule, fragment):
 
 
 ACCEPTED = [
+    # ksql.persistence.wrap.single.values leaves a format that is always wrapped (PROTOBUF) or unwrapped as it is
+    "SET 'ksql.persistence.wrap.single.values'='false'; CREATE STREAM PB (ID INT KEY, V STRING) WITH "
+    "(kafka_topic='pb', value_format='PROTOBUF'); CREATE STREAM PB2 AS SELECT ID, V FROM PB;",
     "CREATE TABLE W AS SELECT ID, COUNT(*) AS N FROM L WINDOW sessions SESSION (1 MINUTE) GROUP BY ID;",  # a named window
     "CREATE STREAM C AS SELECT ID, ROUND(CAST(X AS DOUBLE), 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",
     # ksqlDB's signatures, with its implicit casts (an INT where a DOUBLE goes) and generics of one type

@@ -105,8 +105,9 @@ def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers:
     connector = str(props.get("connector", "kafka")).lower()
     if stmt.dialect == "ksql":
         check_none_value_format(props, [(c.name, c.type) for c in columns if c.origin == "value"], stmt.pos)
-        props = single_value_wrapping(props, len([c for c in columns if c.origin == "value"]), settings)
     value_format = value_format_of(props, stmt.pos)
+    if stmt.dialect == "ksql":
+        props = single_value_wrapping(props, value_format, len([c for c in columns if c.origin == "value"]), settings)
     check_value_columns(value_format, [(c.name, c.type) for c in columns if c.origin == "value"], name, stmt.pos,
                         ksql=stmt.dialect == "ksql", properties=props)
     if stmt.dialect == "ksql":

@@ -21,6 +21,7 @@ STATE_TTL = "table.exec.state.ttl"  # Flink: how long a regular join keeps an id
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"  # ksqlDB: the key format of a keyed result over a NONE key
 DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"  # ksqlDB: the value format of a declaration naming none
 WRAP_SINGLE_VALUES = "ksql.persistence.wrap.single.values"  # ksqlDB: WRAP_SINGLE_VALUE of those that name none
+WRAPPABLE = ("JSON", "JSON_SR", "AVRO")  # the value formats whose single value may be wrapped or not
 OUTPUT_TOPIC_PREFIX = "ksql.output.topic.name.prefix"  # ksqlDB: put before the topic name a result is given by default
 RESULT_MODE = "sql-client.execution.result-mode"  # Flink's SQL client: how a bare SELECT shows its rows
 RESULT_MODES = ("tableau", "changelog", "table")
@@ -152,11 +153,12 @@ def collect_limit(properties: dict, function: str) -> Optional[int]:
     return None if limit is None or limit < 0 else limit
 
 
-def single_value_wrapping(props: dict, value_columns: int, properties: dict) -> dict:
+def single_value_wrapping(props: dict, value_format: str, value_columns: int, properties: dict) -> dict:
     """``props`` (a ksqlDB declaration's or result's WITH) with the script's ``ksql.persistence.wrap.single.values``
-    as its ``WRAP_SINGLE_VALUE`` when it names none and has one value column (the setting leaves others alone)."""
+    as its ``WRAP_SINGLE_VALUE`` when it names none, has one value column and a format that can be either (JSON,
+    JSON_SR, AVRO; ksqlDB's ``SerdeFeaturesFactory`` leaves the others as their format has them)."""
     default = properties.get(WRAP_SINGLE_VALUES)
-    if default is None or "wrap_single_value" in props or value_columns != 1:
+    if default is None or "wrap_single_value" in props or value_columns != 1 or value_format.upper() not in WRAPPABLE:
         return props
     return {**props, "wrap_single_value": str(default).strip().lower()}
 

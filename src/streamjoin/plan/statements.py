@@ -326,8 +326,8 @@ class StatementPlanner:
                 props = {**props, **_inherited_delimiter(plan, formats[1])}
             if style == "ksql":
                 props = {**props, **_inherited_registry_formats(plan, props)}
-                props = single_value_wrapping(props, len([c for c in columns_out if c.origin == "value"]),
-                                              self.catalog.properties)
+                props = single_value_wrapping(props, value_format_of(props, name.pos, formats[1]),
+                                              len([c for c in columns_out if c.origin == "value"]), self.catalog.properties)
             shown = display_name(name, style) if create else name.text
             default_topic = (str(self.catalog.properties.get(OUTPUT_TOPIC_PREFIX, "")) if style == "ksql" else "") + shown
             target = SourceInfo(
