@@ -39,7 +39,7 @@ from ..lower.expressions import compile_expr
 from ..plan.expressions import BY_OFFSET, TOP_K
 from ..plan.nodes import ROWTIME, SEQ, SUB, Aggregate, naming_style
 from .base import DeclaredState, LoweringContext
-from .keyed_inputs import BUCKET, bucketed, described_by, drop_records, integral_columns, restore_integers
+from .keyed_inputs import BUCKET, bucketed, described_by, drop_records, integral_columns, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
 GLOBAL = "__all"  # the one group of an aggregate without GROUP BY
@@ -306,8 +306,7 @@ def bucket_step(keys: list[str], group_ids: list[str], specs: list[AggSpec], int
         out = pd.DataFrame({g: rows[g].to_numpy() for g in group_ids})
         changes = heads[keys].copy()
         for spec, acc in zip(specs, accs):
-            prior = np.full(len(heads), None, dtype=object)
-            prior[found >= 0] = store.column(acc)[found[found >= 0]]
+            prior = take(store.column(acc), found, found >= 0)  # a stored TIMESTAMP stays one (numpy: nanoseconds)
             values = rows[spec.arg] if spec.arg else None
             out[spec.out], changes[acc] = accumulate(spec, values, codes, prior, spec.arg in integral or spec.arg == ROWTIME)
         for c in (SEQ, SUB) if latest_time else (ROWTIME, SEQ, SUB):
