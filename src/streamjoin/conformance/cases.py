@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from ..errors import StreamjoinError
+
+
+class CaseFileError(StreamjoinError):
+    """A case file that is not JSON (comments aside): named with the line and column where reading stopped."""
 
 
 @dataclass(frozen=True)
@@ -32,10 +39,33 @@ def load_cases(paths: list[str]) -> list[Case]:
         files.extend(sorted(p.rglob("*.json")) if p.is_dir() else [p])
     cases = []
     for f in files:
-        for raw in json.loads(f.read_text()).get("tests", []):
+        for raw in read_case_file(f).get("tests", []):
             if raw.get("enabled", True) is not False:  # ksqlDB's runner leaves out a case marked disabled
                 cases.extend(_expand(f.name, raw))
     return cases
+
+
+def read_case_file(path: Path) -> dict:
+    """A case file's JSON. ksqlDB's test loader reads its files with comments allowed (Jackson's
+    ``ALLOW_COMMENTS``: ``// ...`` to the end of the line and ``/* ... */``), so they are taken out first; their
+    characters become spaces, so an error's line and column are those of the file."""
+    text = path.read_text()
+    try:
+        return json.loads(without_comments(text))
+    except json.JSONDecodeError as err:
+        raise CaseFileError(f"{path}: not a case file: {err.msg} at line {err.lineno}, column {err.colno}") from None
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
+
+
+def without_comments(text: str) -> str:
+    """JSON ``text`` with its comments blanked (strings kept whole: a ``//`` inside one is text)."""
+    def blank(m: re.Match) -> str:
+        token = m.group(0)
+        return token if token.startswith('"') else re.sub(r"[^\n]", " ", token)
+
+    return _TOKENS.sub(blank, text)
 
 
 def _expand(file: str, raw: dict[str, Any]) -> list[Case]:

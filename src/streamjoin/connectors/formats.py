@@ -35,6 +35,7 @@ VALUE_FORMATS = {"JSON": "JSON", "DELIMITED": "DELIMITED", "CSV": "DELIMITED", "
 KAFKA_VALUE_TYPES = ("int", "integer", "bigint", "double", "string", "binary")  # one column, a primitive
 BINARY_FORMATS = ("AVRO", "PROTOBUF")  # read as JSON text of their record first (``binary_as_json``)
 BINARY_ERROR = "__binary_error"  # why a binary value could not be read
+REGISTRY_FRAME = 5  # bytes a Schema Registry serializer writes before a value: a zero byte and a 4-byte schema id
 SCHEMA_INFERRED = ("AVRO", "PROTOBUF")  # ksqlDB: columns from a schema registry when none are declared (JSON_SR too)
 
 
@@ -218,13 +219,19 @@ def _avro_json(schema, raw: bytes) -> bytes:
 
 def json_keys_to_binary(writer: tuple[str, str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each ``key`` given as JSON text (``lower.sink``: one column's value itself,
-    several as an object) is written in the binary key format (``key_writer_schema``)."""
+    several as an object) is written in the binary key format (``key_writer_schema``). A NULL key is written as
+    no key, as ksqlDB's serializers write a null."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, write = _key_codec(writer)
+
+        def written(raw: Optional[bytes]) -> Optional[bytes]:
+            key = None if raw is None else json.loads(raw)
+            return None if key is None else write(key)
+
         for batch in batches:
             index = batch.schema.get_field_index("key")
-            keys = [None if raw is None else write(json.loads(raw)) for raw in batch.column(index).to_pylist()]
+            keys = [written(raw) for raw in batch.column(index).to_pylist()]
             yield batch.set_column(index, "key", pa.array(keys, pa.binary()))
 
     return convert

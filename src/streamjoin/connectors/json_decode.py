@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from .formats import REGISTRY_FRAME
+
 PYARROW_TYPES = {"int": pa.int32(), "integer": pa.int32(), "bigint": pa.int64(), "double": pa.float64(),
                  "string": pa.string(), "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC")}
 # the texts of a TIMESTAMP the reader converts (Arrow's ISO-8601 cast, in UTC): a subset of what Spark's
@@ -136,14 +138,16 @@ def _every_name(tree: dict) -> set:
 def _renamed(text: bytes, columns: dict) -> bytes:
     """A JSON object with each field that names a column (or, inside a STRUCT column, a field of it) in another
     case renamed to it (a field of the exact name wins); a value that is no JSON object is left to the decoders'
-    errors."""
+    errors. JSON behind a Schema Registry serializer's framing (JSON_SR: a zero byte and a 4-byte schema id) keeps
+    its framing."""
+    frame = text[:REGISTRY_FRAME] if text[:1] == b"\x00" else b""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text[len(frame):])
     except ValueError:
         return text
     if not isinstance(obj, dict):
         return text
-    return json.dumps(_canonical(obj, columns)).encode()
+    return frame + json.dumps(_canonical(obj, columns)).encode()
 
 
 def _canonical(obj: dict, tree: dict) -> dict:

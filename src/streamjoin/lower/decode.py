@@ -43,7 +43,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ..connectors.dead_letters import ERROR, KEPT_BYTES, VALUE_BYTES, DeadLetters
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
-    BINARY_ERROR, BINARY_FORMATS, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
+    BINARY_ERROR, BINARY_FORMATS, REGISTRY_FRAME, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
     split_type_args, struct_fields, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
@@ -104,7 +104,7 @@ def _with_errors(records: DataFrame, scan: Scan, detailed: bool) -> DataFrame:
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
     for part in [p for p in ("key", "value") if source.registry_framed(p)]:  # JSON_SR: without its framing
-        df = df.withColumn(part, F.when(F.substring(part, 1, 1) == F.lit(b"\x00"), F.expr(f"substring({part}, 6)"))
+        df = df.withColumn(part, F.when(F.substring(part, 1, 1) == F.lit(b"\x00"), F.expr(f"substring({part}, {REGISTRY_FRAME + 1})"))
                            .otherwise(F.col(part)))
     key_writer = key_writer_schema(source.key_format, source.name,
                                    [(c.name, c.type) for c in source.columns if c.origin == "key"])
@@ -175,7 +175,7 @@ def json_columns(scans: list[Scan]) -> dict[str, dict]:
     names: dict = {}
     for scan in scans:
         source = scan.source
-        if source.value_format == "JSON" and not source.changelog_format and not source.registry_framed("value"):
+        if source.value_format == "JSON" and not source.changelog_format:
             columns = names.setdefault(source.topic, {})
             for c in source.columns:
                 if c.origin == "value" and c.name not in columns:
@@ -192,7 +192,7 @@ def json_key_columns(scans: list[Scan]) -> dict[str, dict]:
         source = scan.source
         keys = [c for c in source.columns if c.origin == "key"]
         json_key = source.key_format == "JSON" or len(keys) > 1 and source.key_format != "DELIMITED"
-        if not _read_as_ksql(source) or not keys or not json_key or source.registry_framed("key"):
+        if not _read_as_ksql(source) or not keys or not json_key:
             continue
         if len(keys) > 1:
             names.setdefault(source.topic, {}).update({c.name: _field_tree(c.type) for c in keys})
