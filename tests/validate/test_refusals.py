@@ -566,8 +566,6 @@ REFUSED = [
      "Unsupported arithmetic types. BOOLEAN INTEGER"),
     ("Lenses: STORE KEY AS a format keys are not written in", "INSERT INTO o STORE KEY AS PROTOBUF SELECT STREAM player "
      "FROM games;", "key-format", "key format PROTOBUF is not supported"),
-    ("Lenses: an AVRO key on a windowed result", "INSERT INTO o STORE KEY AS AVRO SELECT STREAM player, COUNT(*) AS n "
-     "FROM games WINDOW BY TUMBLE 1m GROUP BY player;", "key-format", "an AVRO key is not written with a window yet"),
     ("lookup: a RIGHT join", DIM + "INSERT INTO J SELECT o.id FROM Orders o RIGHT JOIN Dim FOR SYSTEM_TIME AS OF o.p AS d "
      "ON o.id = d.id;", "lookup-join", "only support INNER JOIN and LEFT JOIN, but was RIGHT JOIN"),
     ("lookup: as of event time", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.t AS d "
@@ -667,6 +665,8 @@ ACCEPTED = [
     "SET 'ksql.persistence.wrap.single.values'='false'; CREATE STREAM PB (ID INT KEY, V STRING) WITH "
     "(kafka_topic='pb', value_format='PROTOBUF'); CREATE STREAM PB2 AS SELECT ID, V FROM PB;",
     "CREATE TABLE W AS SELECT ID, COUNT(*) AS N FROM L WINDOW sessions SESSION (1 MINUTE) GROUP BY ID;",  # a named window
+    # a windowed result's key in a binary format: the key, then the window's bytes
+    "CREATE TABLE W WITH (KEY_FORMAT='AVRO') AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY ID;",
     "CREATE STREAM C AS SELECT ID, ROUND(CAST(X AS DOUBLE), 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",
     # ksqlDB's signatures, with its implicit casts (an INT where a DOUBLE goes) and generics of one type
     "CREATE STREAM C AS SELECT ID, GEO_DISTANCE(X, X, X, X) AS D, GREATEST(X, 1) AS G, COALESCE(V, 'none') AS N, "

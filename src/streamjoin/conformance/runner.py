@@ -71,6 +71,14 @@ def with_registry_framing(data: Optional[bytes], source, part: str) -> Optional[
     return b"\x00" + SCHEMA_ID.to_bytes(4, "big") + data
 
 
+def _binary_key_as_json(writer: tuple[str, str], key: bytes, window: Optional[tuple[str, int]]) -> bytes:
+    """An AVRO or PROTOBUF key as JSON text; a windowed key's window bytes (after the key) kept as they are."""
+    size = 0 if window is None else 16 if window[0] == "SESSION" else 8
+    if size and len(key) >= size:
+        return (key_as_json(writer, key[:-size]) if len(key) > size else b"") + key[-size:]
+    return key_as_json(writer, key)
+
+
 def windowed_key(key: Optional[bytes], window: Optional[dict]) -> Optional[bytes]:
     """A case record's key with its ``window`` as Kafka Streams writes a windowed key: + 8-byte start (a time
     window), + 8-byte end + 8-byte start (a session)."""
@@ -226,6 +234,7 @@ def _read_sinks(engine: Engine, expected_topics: set[str]) -> list[dict]:
         for r in engine.store.records(topic):
             value = (r.value if r.value is None or topic not in writers
                      else value_as_json(writers[topic], r.value, defaults.get(topic, json_default)))
-            key = r.key if r.key is None or topic not in key_writers else key_as_json(key_writers[topic], r.key)
+            key = r.key if r.key is None or topic not in key_writers else _binary_key_as_json(
+                key_writers[topic], r.key, windows.get(topic))
             out.append(actual_record(topic, key, value, r.timestamp, windows.get(topic)))
     return out

@@ -106,14 +106,14 @@ def _with_errors(records: DataFrame, scan: Scan, detailed: bool) -> DataFrame:
     for part in [p for p in ("key", "value") if source.registry_framed(p)]:  # JSON_SR: without its framing
         df = df.withColumn(part, F.when(F.substring(part, 1, 1) == F.lit(b"\x00"), F.expr(f"substring({part}, {REGISTRY_FRAME + 1})"))
                            .otherwise(F.col(part)))
+    if source.window is not None:
+        df = _window_from_key(df, source.window)
     key_writer = key_writer_schema(source.key_format, source.name,
                                    [(c.name, c.type) for c in source.columns if c.origin == "key"])
     if key_writer is not None:  # a binary key as JSON text, then read as a JSON key
         df = df.mapInArrow(binary_keys_to_json(key_writer), df.schema)
         source = replace(source, key_format="JSON")
         scan = replace(scan, source=source)
-    if source.window is not None:
-        df = _window_from_key(df, source.window)
     if source.value_format in BINARY_FORMATS:
         df = _binary_as_json(df, source)
     parser = _value_parser(source)

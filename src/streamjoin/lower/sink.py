@@ -30,9 +30,11 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
         row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
     binary_key = key_writer(sink, df)
-    key = (_json_key(sink) if binary_key else _key(sink, target.key_format, df)).alias("key")
+    key = (_windowed(sink, df, _json_key(sink)) if binary_key else _key(sink, target.key_format, df)).alias("key")
     records = _records(sink, df, key, row, meta)
-    return records.mapInArrow(json_keys_to_binary(binary_key), RECORD_SCHEMA) if binary_key else records
+    if binary_key is None:
+        return records
+    return records.mapInArrow(json_keys_to_binary(binary_key, _window_bytes(sink, df)), RECORD_SCHEMA)
 
 
 def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
@@ -196,12 +198,23 @@ def unwrapped(sink: Sink) -> bool:
 def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
     """The record key; a windowed result's key is followed by its window's start as 8 big-endian bytes (Kafka
     Streams' ``TimeWindowedSerializer``), a session's by its end and then its start (``SessionKeySchema``)."""
-    key = _unwindowed_key(sink, key_format, df)
-    window = sink.target.window if WINDOW_START in df.columns else None
-    if window is not None:
-        bounds = (WINDOW_END, WINDOW_START) if window[0] == "SESSION" else (WINDOW_START,)
-        key = F.concat(F.coalesce(key, F.lit(b"")), *[F.unhex(F.lpad(F.hex(F.col(c)), 16, "0")) for c in bounds])
-    return key
+    return _windowed(sink, df, _unwindowed_key(sink, key_format, df))
+
+
+def _windowed(sink: Sink, df: DataFrame, key: Column) -> Column:
+    """``key`` followed by its window's bounds (``_window_bytes`` of them), for a windowed result."""
+    if not _window_bytes(sink, df):
+        return key
+    bounds = (WINDOW_END, WINDOW_START) if sink.target.window[0] == "SESSION" else (WINDOW_START,)
+    return F.concat(F.coalesce(key, F.lit(b"")), *[F.unhex(F.lpad(F.hex(F.col(c)), 16, "0")) for c in bounds])
+
+
+def _window_bytes(sink: Sink, df: DataFrame) -> int:
+    """How many bytes of window follow a windowed result's key: 8 (a time window's start), 16 (a session's end and
+    start), 0 for an unwindowed result."""
+    if sink.target.window is None or WINDOW_START not in df.columns:
+        return 0
+    return 16 if sink.target.window[0] == "SESSION" else 8
 
 
 def _unwindowed_key(sink: Sink, key_format: str, df: DataFrame) -> Column:

@@ -347,9 +347,6 @@ class StatementPlanner:
                 # DIALECT: a RIGHT or FULL foreign-key join is keyed by both tables' keys, in any key format
                 keyed_by_both = any(isinstance(n, Join) and n.operator == "foreign_key" for n in walk(plan))
                 check_key_columns(target.key_format, keys, name.pos, declared=not keyed_by_both)
-            if target.key_format in ("AVRO", "PROTOBUF") and target.window is not None:
-                raise StatementError(f"an {target.key_format} key is not written with a window yet: store a windowed "
-                                     "result's key as JSON or STRING", rule="key-format", pos=name.pos)
         if not transient and style == "ksql" and select.result_kind is None and declared_by(plan, "ksql"):
             check_key_selected(plan, self.binder.target, select.pos)  # after the query's other refusals, as ksqlDB
         if existing is None and not transient:
