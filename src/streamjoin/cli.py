@@ -125,7 +125,9 @@ def _session(master=None, ui: bool = False):
 def _run(args) -> int:
     from .runtime.engine import Engine
     from .runtime.progress import LiveView, Status, status_lines, status_table
+    from .sql import read_script
 
+    script = read_script(args.script)  # before Spark starts: a file that cannot be read is refused at once
     engine = Engine(_session(args.master, args.ui), home=args.home, records_per_batch=args.max_records_per_batch,
                     bootstrap_servers=args.bootstrap_servers, kafka_properties=_kafka_properties(args))
     for query_id in args.reset:
@@ -133,7 +135,7 @@ def _run(args) -> int:
             print(f"query {query_id.upper()} starts over: it reads its inputs from the beginning, and its sink "
                   "receives its whole output again")
     # a bare SELECT prints its rows until its LIMIT or Ctrl-C (with --once: what its inputs hold), then the script goes on
-    queries = engine.execute(Path(args.script).read_text(), on_transient=lambda query: query.wait(once=args.once))
+    queries = engine.execute(script, on_transient=lambda query: query.wait(once=args.once))
     for text in engine.outputs:
         print(text)
     if not queries:
@@ -229,7 +231,7 @@ def _explain(args) -> int:
     from .plan.explain import explain_text, query_graph
     from .plan.inference import first_pairs
     from .plan.statements import StatementPlanner
-    from .sql import parse_script
+    from .sql import parse_script, read_script
 
     root = os.path.join(args.home, "topics")  # a Lenses query's undeclared topics (``plan.inference``)
     sample = partial(first_pairs, TopicStore(root)) if os.path.isdir(root) and not args.bootstrap_servers else None
@@ -238,7 +240,7 @@ def _explain(args) -> int:
         catalog.properties[BOOTSTRAP_PROPERTY] = args.bootstrap_servers
     planner = StatementPlanner(catalog, operators=operator_table, sample_topic=sample)
     texts, graphs = [], []
-    for item in parse_script(Path(args.script).read_text()):
+    for item in parse_script(read_script(args.script)):
         planned = planner.plan(item)
         if planned.output:
             texts.append(planned.output)

@@ -23,10 +23,9 @@ import re
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Optional
 
-from .sql import split_input
+from .sql import read_script, split_input
 from .topics import value_text
 
 KEYWORDS = (
@@ -220,7 +219,7 @@ class Shell:
             self.say(f"Unset '{name}'")
 
     def _run_script(self, path: str) -> bool:
-        return self.run_input(Path(path).read_text())
+        return self.run_input(read_script(path))
 
     def _exit(self) -> bool:
         return False

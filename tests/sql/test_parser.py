@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.sql import SqlSyntaxError, parse_expression, parse_script, parse_statement
+from streamjoin.errors import StreamjoinError
+from streamjoin.sql import SqlSyntaxError, parse_expression, parse_script, parse_statement, read_script
 from streamjoin.sql.ast import (
     ArrayLiteral, Between, MapLiteral, StructLiteral, BinaryOp, Call, Case, Cast, Column, ColumnDef, CreateAsSelect, CreateSource,
     CreateTemporalTableFunction, CreateView, Describe, Drop, Explain, FrameBound, Ident, InList, InsertInto,
@@ -401,6 +402,25 @@ def test_parse_statement_refuses_two_statements():
         parse_statement("SELECT a FROM t; SELECT b FROM u")
     assert (caught.value.line, caught.value.column, caught.value.expected) == (1, 16, ["end of input"])
     assert parse_statement("SELECT a FROM t; -- done\n") == query(col("a"), from_=rel("t"))
+
+
+SCRIPT_FILES = [  # (bytes of a script file, its text as read, or the error's words)
+    ("\ufeffSELECT 'é' FROM s;\r\n".encode(), "SELECT 'é' FROM s;\r\n"),  # a Windows editor's mark, CRLF lines
+    ("SELECT a FROM t;\nSELECT 'ü' FROM u;".encode("latin-1"), "Line: 2, Col: 9: byte 0xfc is not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize("data, expected", SCRIPT_FILES)
+def test_a_script_file_is_read_as_utf8(tmp_path, data, expected):
+    path = tmp_path / "script.sql"
+    path.write_bytes(data)
+    try:
+        text = read_script(path)
+    except StreamjoinError as err:
+        text = str(err)
+    assert expected in text
+    if not text.startswith(str(path)):
+        assert len(parse_script(text)) == 1
 
 
 def test_every_seed_statement_parses():

@@ -49,7 +49,7 @@ def read_case_file(path: Path) -> dict:
     """A case file's JSON. ksqlDB's test loader reads its files with comments allowed (Jackson's
     ``ALLOW_COMMENTS``: ``// ...`` to the end of the line and ``/* ... */``), so they are taken out first; their
     characters become spaces, so an error's line and column are those of the file."""
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     try:
         return json.loads(without_comments(text))
     except json.JSONDecodeError as err:

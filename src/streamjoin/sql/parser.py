@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from lark import Lark, Token
@@ -201,6 +202,20 @@ def split_input(text: str) -> tuple[list[str], str]:
             start = piece.end()
     rest = text[start:]
     return statements, "" if _BLANK.fullmatch(rest) else rest
+
+
+def read_script(path) -> str:
+    """A script file's text: UTF-8 whatever the machine's locale, a leading byte-order mark (as Windows editors
+    write one) dropped. Bytes that are not UTF-8 are refused with where they are."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise StreamjoinError(f"{path}: Line: {line}, Col: {column}: byte 0x{data[err.start]:02x} is not UTF-8 text; "
+                              "save the script as UTF-8") from None
+    return text
 
 
 def parse_script(text: str) -> list[ScriptStatement]:
