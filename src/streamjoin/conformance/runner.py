@@ -22,7 +22,9 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from ..connectors.formats import encode_key, encode_value, json_default, key_as_json, ksql_json_default, value_as_json
+from ..connectors.formats import (
+    encode_key, encode_value, json_default, key_as_json, ksql_json_default, value_as_json, window_bytes,
+)
 from ..connectors.topic_store import Record, TopicStore
 from ..errors import NotYetSupported, StreamjoinError
 from ..plan.settings import INGESTION_ORDER
@@ -73,7 +75,7 @@ def with_registry_framing(data: Optional[bytes], source, part: str) -> Optional[
 
 def _binary_key_as_json(writer: tuple[str, str], key: bytes, window: Optional[tuple[str, int]]) -> bytes:
     """An AVRO or PROTOBUF key as JSON text; a windowed key's window bytes (after the key) kept as they are."""
-    size = 0 if window is None else 16 if window[0] == "SESSION" else 8
+    size = 0 if window is None else window_bytes(window[0])
     if size and len(key) >= size:
         return (key_as_json(writer, key[:-size]) if len(key) > size else b"") + key[-size:]
     return key_as_json(writer, key)

@@ -39,6 +39,12 @@ REGISTRY_FRAME = 5  # bytes a Schema Registry serializer writes before a value: 
 SCHEMA_INFERRED = ("AVRO", "PROTOBUF")  # ksqlDB: columns from a schema registry when none are declared (JSON_SR too)
 
 
+def window_bytes(kind: str) -> int:
+    """How many bytes of window follow a windowed key (Kafka Streams' windowed serializers): a time window's start,
+    8; a session's end and start, 16."""
+    return 16 if kind.upper() == "SESSION" else 8
+
+
 def normalise_format(name: str) -> Optional[str]:
     return VALUE_FORMATS.get(name.upper())
 
@@ -217,19 +223,20 @@ def _avro_json(schema, raw: bytes) -> bytes:
     return json.dumps(fastavro.schemaless_reader(io.BytesIO(raw), schema), default=json_default).encode()
 
 
-def json_keys_to_binary(writer: tuple[str, str], window_bytes: int = 0) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def json_keys_to_binary(writer: tuple[str, str],
+                        suffix: int = 0) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each ``key`` given as JSON text (``lower.sink``: one column's value itself,
     several as an object) is written in the binary key format (``key_writer_schema``). A NULL key is written as
-    no key, as ksqlDB's serializers write a null. ``window_bytes``: the key's last bytes are its window, kept
-    after the written key (as Kafka Streams' windowed serializers wrap the key's own serializer)."""
+    no key, as ksqlDB's serializers write a null. ``suffix``: the key's last bytes are its window
+    (``window_bytes``), kept after the written key, as Kafka Streams' windowed serializers wrap the key's own."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, write = _key_codec(writer)
 
         def written(raw: Optional[bytes]) -> Optional[bytes]:
-            if raw is not None and window_bytes:
-                key = json.loads(raw[:-window_bytes] or b"null")
-                return (b"" if key is None else write(key)) + raw[-window_bytes:]
+            if raw is not None and suffix:
+                key = json.loads(raw[:-suffix] or b"null")
+                return (b"" if key is None else write(key)) + raw[-suffix:]
             key = None if raw is None else json.loads(raw)
             return None if key is None else write(key)
 

@@ -44,7 +44,7 @@ from ..connectors.dead_letters import ERROR, KEPT_BYTES, VALUE_BYTES, DeadLetter
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
     BINARY_ERROR, BINARY_FORMATS, REGISTRY_FRAME, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
-    split_type_args, struct_fields, writer_schema,
+    split_type_args, struct_fields, window_bytes, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.late_records import ORIGIN
@@ -104,8 +104,8 @@ def _with_errors(records: DataFrame, scan: Scan, detailed: bool) -> DataFrame:
     source = scan.source
     df = records.where(F.col("topic") == F.lit(source.topic))
     for part in [p for p in ("key", "value") if source.registry_framed(p)]:  # JSON_SR: without its framing
-        df = df.withColumn(part, F.when(F.substring(part, 1, 1) == F.lit(b"\x00"), F.expr(f"substring({part}, {REGISTRY_FRAME + 1})"))
-                           .otherwise(F.col(part)))
+        unframed = F.expr(f"substring({part}, {REGISTRY_FRAME + 1})")
+        df = df.withColumn(part, F.when(F.substring(part, 1, 1) == F.lit(b"\x00"), unframed).otherwise(F.col(part)))
     if source.window is not None:
         df = _window_from_key(df, source.window)
     key_writer = key_writer_schema(source.key_format, source.name,
@@ -129,7 +129,7 @@ def _window_from_key(df: DataFrame, window: tuple[str, int]) -> DataFrame:
     ``WINDOW_START`` and ``WINDOW_END``. Kafka Streams writes a time window's key as key + 8-byte start, a
     session's as key + 8-byte end + 8-byte start (big-endian); a time window ends ``WINDOW_SIZE`` after it starts."""
     kind, size = window
-    suffix = 16 if kind == "SESSION" else 8
+    suffix = window_bytes(kind)
     length = F.length(F.col("key"))
 
     def long_at(offset: int) -> Column:  # the 8 bytes ``offset`` bytes before the key's end, as a signed long

@@ -10,7 +10,9 @@ from pyspark.sql.types import (
 )
 
 from ..connectors.database import DELETE, ORDER
-from ..connectors.formats import delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, writer_schema
+from ..connectors.formats import (
+    delimiter_of, json_keys_to_binary, key_writer_schema, rows_to_binary, window_bytes, writer_schema,
+)
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Repartition, Sink, walk
 from .decode import unwrapped_value
 
@@ -34,7 +36,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     records = _records(sink, df, key, row, meta)
     if binary_key is None:
         return records
-    return records.mapInArrow(json_keys_to_binary(binary_key, _window_bytes(sink, df)), RECORD_SCHEMA)
+    return records.mapInArrow(json_keys_to_binary(binary_key, _suffix(sink, df)), RECORD_SCHEMA)
 
 
 def _ksql_times(sink: Sink, df: DataFrame) -> DataFrame:
@@ -202,19 +204,16 @@ def _key(sink: Sink, key_format: str, df: DataFrame) -> Column:
 
 
 def _windowed(sink: Sink, df: DataFrame, key: Column) -> Column:
-    """``key`` followed by its window's bounds (``_window_bytes`` of them), for a windowed result."""
-    if not _window_bytes(sink, df):
+    """``key`` followed by its window's bounds, for a windowed result."""
+    if not _suffix(sink, df):
         return key
     bounds = (WINDOW_END, WINDOW_START) if sink.target.window[0] == "SESSION" else (WINDOW_START,)
     return F.concat(F.coalesce(key, F.lit(b"")), *[F.unhex(F.lpad(F.hex(F.col(c)), 16, "0")) for c in bounds])
 
 
-def _window_bytes(sink: Sink, df: DataFrame) -> int:
-    """How many bytes of window follow a windowed result's key: 8 (a time window's start), 16 (a session's end and
-    start), 0 for an unwindowed result."""
-    if sink.target.window is None or WINDOW_START not in df.columns:
-        return 0
-    return 16 if sink.target.window[0] == "SESSION" else 8
+def _suffix(sink: Sink, df: DataFrame) -> int:
+    """How many bytes of window follow the result's key (``connectors.formats.window_bytes``); 0 unwindowed."""
+    return window_bytes(sink.target.window[0]) if sink.target.window is not None and WINDOW_START in df.columns else 0
 
 
 def _unwindowed_key(sink: Sink, key_format: str, df: DataFrame) -> Column:
