@@ -404,6 +404,22 @@ def test_parse_statement_refuses_two_statements():
     assert parse_statement("SELECT a FROM t; -- done\n") == query(col("a"), from_=rel("t"))
 
 
+BARE_CONDITIONS = [  # (a query, where its GROUP BY / PARTITION BY items are conditions not in parentheses)
+    ("SELECT COUNT(*) FROM t GROUP BY a AND b;", [(1, 33)]),
+    ("SELECT COUNT(*) FROM t GROUP BY (a AND b);", []),
+    ("SELECT COUNT(*) FROM t GROUP BY (a) AND (b), c;", [(1, 33)]),
+    ("SELECT * FROM t PARTITION BY n = ')';", [(1, 30)]),
+    ("SELECT COUNT(*) FROM t GROUP BY (a = 1, b);", [(1, 34)]),
+    ("SELECT COUNT(*) FROM t GROUP BY a IS NULL, NOT b, c + 1, d BETWEEN 1 AND 2;", [(1, 33), (1, 44), (1, 58)]),
+]
+
+
+@pytest.mark.parametrize("sql, where", BARE_CONDITIONS)
+def test_conditions_as_grouping_items_are_marked(sql, where):
+    select = parse_statement(sql).query
+    assert [(p.line, p.column) for p in select.bare_conditions] == where
+
+
 SCRIPT_FILES = [  # (bytes of a script file, its text as read, or the error's words)
     ("\ufeffSELECT 'é' FROM s;\r\n".encode(), "SELECT 'é' FROM s;\r\n"),  # a Windows editor's mark, CRLF lines
     ("SELECT a FROM t;\nSELECT 'ü' FROM u;".encode("latin-1"), "Line: 2, Col: 9: byte 0xfc is not UTF-8 text"),

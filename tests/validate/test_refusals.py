@@ -566,6 +566,10 @@ REFUSED = [
      "Unsupported arithmetic types. BOOLEAN INTEGER"),
     ("Lenses: STORE KEY AS a format keys are not written in", "INSERT INTO o STORE KEY AS PROTOBUF SELECT STREAM player "
      "FROM games;", "key-format", "key format PROTOBUF is not supported"),
+    ("ksqlDB: GROUP BY a condition not in parentheses", "CREATE TABLE G AS SELECT V, COUNT(*) AS N FROM L GROUP BY V, "
+     "X > 1;", "syntax", "Syntax Error"),
+    ("ksqlDB: PARTITION BY a condition not in parentheses", "CREATE STREAM P AS SELECT * FROM L PARTITION BY (V) = 'a' "
+     "AND X > 1;", "syntax", "take values, not conditions"),
     ("lookup: a RIGHT join", DIM + "INSERT INTO J SELECT o.id FROM Orders o RIGHT JOIN Dim FOR SYSTEM_TIME AS OF o.p AS d "
      "ON o.id = d.id;", "lookup-join", "only support INNER JOIN and LEFT JOIN, but was RIGHT JOIN"),
     ("lookup: as of event time", DIM + "INSERT INTO J SELECT o.id FROM Orders o JOIN Dim FOR SYSTEM_TIME AS OF o.t AS d "
@@ -665,6 +669,8 @@ ACCEPTED = [
     "SET 'ksql.persistence.wrap.single.values'='false'; CREATE STREAM PB (ID INT KEY, V STRING) WITH "
     "(kafka_topic='pb', value_format='PROTOBUF'); CREATE STREAM PB2 AS SELECT ID, V FROM PB;",
     "CREATE TABLE W AS SELECT ID, COUNT(*) AS N FROM L WINDOW sessions SESSION (1 MINUTE) GROUP BY ID;",  # a named window
+    # a condition in parentheses is a value ksqlDB groups or partitions by
+    "CREATE STREAM P WITH (KEY_FORMAT='JSON') AS SELECT * FROM L PARTITION BY (V = 'a' AND X > 1);",
     # a windowed result's key in a binary format: the key, then the window's bytes
     "CREATE TABLE W WITH (KEY_FORMAT='AVRO') AS SELECT ID, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY ID;",
     "CREATE STREAM C AS SELECT ID, ROUND(CAST(X AS DOUBLE), 2) AS R, GEO_DISTANCE(1.5, X, 2, 3, 'KM') AS D FROM L;",

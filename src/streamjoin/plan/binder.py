@@ -87,6 +87,10 @@ class Binder:
             if window is not None:
                 select = replace(select, time_window=window, group_by=group_by)
         ksql = select.result_kind is None and style == "ksql" and declared_by(node, "ksql")  # ksqlDB's own refusals
+        if ksql and select.bare_conditions:
+            raise StatementError("Syntax Error: ksqlDB's GROUP BY and PARTITION BY take values, not conditions; "
+                                 "put a condition in parentheses to group or partition by its truth",
+                                 rule="syntax", pos=select.bare_conditions[0])
         _check_functions(select, ksql, declared_by(node, "ksql"))
         if declared_by(node, "ksql"):
             _check_ksql_literals(select)

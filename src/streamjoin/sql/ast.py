@@ -431,7 +431,8 @@ class SelectItem:
 class Select:
     """A SELECT. ``result_kind`` is 'STREAM' / 'TABLE' for ``SELECT STREAM|TABLE`` (else None).
     ``emit`` is 'CHANGES' / 'FINAL' / None. ``windows`` holds the WINDOW clause: name -> spec (SQLstream);
-    ``time_window`` a ksqlDB windowed aggregation's WINDOW clause."""
+    ``time_window`` a ksqlDB windowed aggregation's WINDOW clause. ``bare_conditions``: where a GROUP BY or
+    PARTITION BY item is a condition not in parentheses (``GROUP BY a AND b``), which ksqlDB's grammar refuses."""
 
     items: tuple[SelectItem, ...]
     from_: FromItem
@@ -443,6 +444,7 @@ class Select:
     result_kind: Optional[str] = None
     windows: tuple[tuple[Ident, WindowSpec], ...] = ()
     time_window: Optional[TimeWindow] = None  # ksqlDB WINDOW TUMBLING / HOPPING / SESSION
+    bare_conditions: tuple[Pos, ...] = ()
     pos: Pos = _pos()
 
 

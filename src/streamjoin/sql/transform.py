@@ -20,6 +20,8 @@ from .ast import NOWHERE, Pos
 UNIT_MILLIS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 COMPACT_UNITS = {"ms": "MILLISECOND", "s": "SECOND", "m": "MINUTE", "h": "HOUR", "d": "DAY"}
 CURRENT_ROW = ast.FrameBound("CURRENT ROW")
+CONDITIONS = (ast.IsNull, ast.Between, ast.InList, ast.InSelect, ast.Exists, ast.Like)  # predicates, not values
+CONDITION_OPS = ("AND", "OR", "=", "<>", "<", "<=", ">", ">=", "<=>")  # <=>: IS [NOT] DISTINCT FROM
 
 
 class InvalidSyntax(Exception):
@@ -372,12 +374,17 @@ class AstBuilder(Transformer):
     def select(self, meta, result_kind, items, from_, *clauses):
         parts: dict = {}
         windows: tuple = ()
+        bare: tuple = ()
         for key, value in clauses:
             if key == "windows":
                 windows += value
+            elif key in ("group_by", "partition_by"):
+                parts[key] = tuple(e for e, _ in value)
+                bare += tuple(pos for _, pos in value if pos is not None)
             else:
                 parts[key] = value
-        return ast.Select(items, from_, windows=windows, result_kind=result_kind, pos=self._pos(meta), **parts)
+        return ast.Select(items, from_, windows=windows, result_kind=result_kind, pos=self._pos(meta),
+                          bare_conditions=bare, **parts)
 
     def star_item(self, meta):
         return ast.SelectItem(ast.Star(pos=self._pos(meta)), pos=self._pos(meta))
@@ -391,11 +398,21 @@ class AstBuilder(Transformer):
     def where_clause(self, meta, expr):
         return "where", expr
 
-    def group_clause(self, meta, exprs):
-        return "group_by", exprs
+    def group_clause(self, meta, items):
+        return "group_by", items
 
     def group_clause_list(self, meta, first, rest):  # ksqlDB: GROUP BY (a, b) groups by a and b
         return "group_by", (first, *rest)
+
+    def key_items(self, meta, *items):
+        return items
+
+    def key_item(self, meta, expr):
+        """A GROUP BY or PARTITION BY item, and where it is a condition not in parentheses (``a AND b``, ``a = b``):
+        ksqlDB's grammar takes only value expressions there (``Select.bare_conditions``)."""
+        bare = isinstance(expr, CONDITIONS) or (isinstance(expr, ast.BinaryOp) and expr.op in CONDITION_OPS) or (
+            isinstance(expr, ast.UnaryOp) and expr.op == "NOT")
+        return expr, self._pos(meta) if bare and not _enclosed(self._source[meta.start_pos:meta.end_pos]) else None
 
     def having_clause(self, meta, expr):
         return "having", expr
@@ -458,8 +475,8 @@ class AstBuilder(Transformer):
     def lenses_grace(self, meta, d):
         return d
 
-    def partition_clause(self, meta, exprs):
-        return "partition_by", exprs
+    def partition_clause(self, meta, items):
+        return "partition_by", items
 
     def partition_clause_list(self, meta, first, rest):  # ksqlDB: PARTITION BY (a, b)
         return "partition_by", (first, *rest)
@@ -767,3 +784,24 @@ class AstBuilder(Transformer):
     def ident(self, meta, token):
         quoted = token[0] in "\"`"
         return ast.Ident(unquote(token) if quoted else str(token), quoted, pos=self._pos(meta))
+
+
+def _enclosed(text: str) -> bool:
+    """Whether ``text`` (an expression's source) is one parenthesized whole: ``(a AND b)``, not ``(a) AND (b)``.
+    Parentheses inside quoted text and identifiers do not count."""
+    text = text.strip()
+    if not text.startswith("("):
+        return False
+    depth, quote = 0, None
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote  # a doubled quote closes and reopens: same depth either way
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i == len(text) - 1
+    return False
