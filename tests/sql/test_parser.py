@@ -304,6 +304,7 @@ EXPRESSIONS = [
     ("STRUCT(a := x, `b` := 1)", StructLiteral(((I("a"), col("x")), (I("b", quoted=True), lit(1))))),
     ("MAP('k' := v, 'j' := 2)", MapLiteral(((lit("k"), col("v")), (lit("j"), lit(2))))),
     ("STRUCT(a, b)", Call("STRUCT", (col("a"), col("b")))),
+    ("STRUCT()", StructLiteral(())),  # ksqlDB's empty STRUCT<>
     ("a +\n  f(x)", lambda e: e.pos == Pos(1, 1) and e.right.pos == Pos(2, 3) and e.right.args[0].pos == Pos(2, 5)),
 ]
 

@@ -738,6 +738,8 @@ class AstBuilder(Transformer):
         if named and (len(named) != len(args) or called not in ("STRUCT", "MAP") or distinct):
             raise self._invalid("'name := value' arguments are only for the STRUCT(...) and MAP(...) constructors", meta,
                                 ("STRUCT(name := value, ...)", "MAP(key := value, ...)"))
+        if called == "STRUCT" and not args and not distinct:  # ksqlDB's empty STRUCT(): a STRUCT<> value
+            return ast.StructLiteral((), pos=self._pos(meta))
         if named and called == "STRUCT":  # ksqlDB's STRUCT(f := expr, ...)
             fields = []
             for field, value in named:
