@@ -6,7 +6,7 @@ accumulated per group along that order, starting from the group's stored accumul
 group's new aggregate values after each record; the output therefore does not depend on how input is cut
 into micro-batches. COUNT, SUM and AVG of integers, MIN and MAX of numbers, LATEST_BY_OFFSET and
 EARLIEST_BY_OFFSET are cumulative sums, minima and fills over the whole batch at once (``_cumulative``);
-the others (COUNT(DISTINCT), COLLECT_LIST, COLLECT_SET, ksqlDB's TOPK and TOPKDISTINCT, sums of floats and
+the others (COUNT(DISTINCT), COLLECT_LIST, COLLECT_SET, ksqlDB's TOPK, TOPKDISTINCT and ATTR, sums of floats and
 decimals, MIN/MAX of strings) are folded record by record (``_fold``), the reference the whole-batch forms are
 tested against.
 
@@ -88,6 +88,8 @@ def _fold(spec: AggSpec, acc: Any, value: Any) -> Any:
         acc = acc or []
         full = spec.param is not None and len(acc) >= spec.param
         return acc if full or fn == "COLLECT_SET" and value in acc else acc + [value]
+    if fn == "ATTR":
+        return attr_seen(acc or [], [value])
     if fn == "COUNT":
         if distinct:
             seen = acc if acc is not None else set()
@@ -149,6 +151,22 @@ def _by_offset(spec: AggSpec, acc: Any, value: Any) -> Any:
     return (acc + [value])[-count:]
 
 
+def attr_seen(seen: list, values: list) -> list:
+    """ksqlDB's ATTR over a stream: the distinct values so far (a NULL is one of them), in order of arrival, ``seen``
+    with ``values`` added; kept up to two, as its result is the value when there is one and NULL once there are
+    more (``Attr.Impl.map``), and a stream's values are never taken back. A new list."""
+    out = list(seen)
+    for value in values:
+        if len(out) < 2 and not any(same_value(value, kept) for kept in out):
+            out.append(value)
+    return out
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two SQL values are equal as Java's ``Objects.equals`` compares them: NULL equals NULL, NaN equals NaN."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
 HISTOGRAM_LIMIT = 1000
 
 
@@ -201,6 +219,8 @@ def _result(spec: AggSpec, acc: Any) -> Any:
         return list(acc or [])
     if fn == "HISTOGRAM":  # likewise an empty map
         return dict(acc or {})
+    if fn == "ATTR":  # the one value (maybe NULL) seen; NULL for none or more
+        return acc[0] if acc and len(acc) == 1 else None
     if fn == "CORRELATION":
         return _correlation(acc)
     if fn in VARIANCES:  # 0.0 for fewer than two values, as ksqlDB gives

@@ -41,7 +41,9 @@ from ..lower.expressions import compile_expr
 from ..plan.expressions import BY_OFFSET, TOP_K
 from ..plan.group_windows import WINDOWS_PER_ROW
 from ..plan.nodes import ROWTIME, SEQ, STREAM_TIME, SUB, TOMBSTONE, WINDOW_END, WINDOW_START, Aggregate, GroupWindow
-from .aggregate import VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, counted, result_type, top_k
+from .aggregate import (
+    VARIANCES, AggSpec, _fold, _result, _scalar, aggregate_specs, attr_seen, counted, result_type, top_k,
+)
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import (
     BUCKET, NO_TIME, SIDE, bucketed, clock_values, described_by, drop_records, integral_columns, restore_integers,
@@ -247,6 +249,8 @@ def _merge(spec: AggSpec, a: Any, b: Any) -> Any:
         return b
     if fn in TOP_K:
         return top_k(spec, a, b)
+    if fn == "ATTR":
+        return attr_seen(a, b)
     if fn == "HISTOGRAM":  # ksqlDB's merge: the later session's counts added
         return counted(a, b)
     if fn == "CORRELATION":

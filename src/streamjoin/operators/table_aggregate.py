@@ -8,8 +8,8 @@ update when the row stayed in its group. A group left with no rows stays, with t
 write HAVING COUNT(*) > 0 to drop it); Flink's emits a tombstone (a group without rows does not exist).
 Aggregates must be undoable: COUNT, COUNT(DISTINCT), SUM, AVG, MIN and MAX (the last three keep a multiset of
 values per group), HISTOGRAM, ksqlDB's COLLECT_LIST (a list per group: a retraction takes out the last
-occurrence of its value, as ``CollectListUdaf.undo``) and CORRELATION (running sums a retraction subtracts from,
-as ``CorrelationUdaf.undo``).
+occurrence of its value, as ``CollectListUdaf.undo``), CORRELATION (running sums a retraction subtracts from,
+as ``CorrelationUdaf.undo``) and ATTR (a count per distinct value, NULL included, as ``Attr.Impl``).
 
 Algorithm: two keyed stages, each over state buckets (``operators.state.run_segmented``):
 1. by the input's key — every change of a row becomes a *retract* event carrying the row's previous group
@@ -42,12 +42,13 @@ from ..lower.expressions import compile_expr
 from ..plan.nodes import ROWTIME, SEQ, SUB, TOMBSTONE, Aggregate, naming_style
 from .aggregate import (
     GLOBAL, AggSpec, _correlation, _first_rows, _last_rows, _objects, _scalar, aggregate_specs, result_type, running_totals,
+    same_value,
 )
 from .base import DeclaredState, LoweringContext
 from .keyed_inputs import BUCKET, bucketed, drop_records, integral_columns, key_codes, restore_integers, take
 from .state import GONE, apply_changes, new_table_log, read_table, run_segmented
 
-UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM", "COLLECT_LIST", "CORRELATION"}
+UNDOABLE = {"COUNT", "SUM", "AVG", "MIN", "MAX", "HISTOGRAM", "COLLECT_LIST", "CORRELATION", "ATTR"}
 SIGN = "__sign"
 RETRACT, ADD = 0, 1
 
@@ -183,7 +184,7 @@ def accumulator_columns(specs: list[AggSpec]) -> list[str]:
                      or field == "values" and (_multiset(s) or s.fn in FOLDED)]
 
 
-FOLDED = ("COLLECT_LIST", "CORRELATION")  # kept per group as a list, as running sums
+FOLDED = ("COLLECT_LIST", "CORRELATION", "ATTR")  # kept per group as a list, as running sums, as counted values
 
 
 def _multiset(s: AggSpec) -> bool:
@@ -244,7 +245,8 @@ class _GroupFold:
         if _multiset(s):
             bags, folded = self._multisets(i, s, values, present)
         else:
-            fold = {"COLLECT_LIST": lambda: self._lists(i, s, values), "CORRELATION": lambda: self._correlations(i, values)}
+            fold = {"COLLECT_LIST": lambda: self._lists(i, s, values), "CORRELATION": lambda: self._correlations(i, values),
+                    "ATTR": lambda: self._attrs(i, values)}
             bags, folded = fold[s.fn]() if s.fn in fold else (None, None)
         if s.fn == "SUM":
             results = _objects(totals[emits], counts[emits] > 0)
@@ -325,6 +327,31 @@ class _GroupFold:
         folded = np.empty(len(results), dtype=object)
         folded[:] = results
         return sums, folded
+
+    def _attrs(self, i: int, values: pd.Series):
+        """ATTR's counted values per group, folded event by event as ksqlDB's ``Attr.Impl`` does: a list of [value,
+        count] pairs, NULL a value like any other; an add counts its value up (a new value is appended), a retract
+        counts it down, never below 0 (a value not there is left alone). The result is the one value whose count is
+        above 0, else NULL. A pair counted down to 0 is dropped: ksqlDB keeps it, but it then acts as no pair at all.
+        (each group's pairs after the batch, the result at every emitted event)."""
+        counted = [[list(pair) for pair in kept] if kept is not None else [] for kept in self.prior[f"__values{i}"]]
+        results = []
+        for j, g in enumerate(self.codes.tolist()):
+            value, pairs = _scalar(values.iat[j]), counted[g]
+            at = next((k for k, pair in enumerate(pairs) if same_value(pair[0], value)), None)
+            if at is not None:
+                pairs[at][1] += int(self.sign[j])
+                if pairs[at][1] <= 0:
+                    del pairs[at]
+            elif self.sign[j] > 0:
+                pairs.append([value, 1])
+            if self.emits[j]:
+                results.append(pairs[0][0] if len(pairs) == 1 else None)
+            if self.reset[j]:
+                counted[g] = []
+        folded = np.empty(len(results), dtype=object)
+        folded[:] = results
+        return counted, folded
 
 
 _NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0, 0)

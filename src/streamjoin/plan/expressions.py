@@ -67,7 +67,7 @@ def conjoin(terms: list[ast.Expr]) -> Optional[ast.Expr]:
 
 AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET",
               "TOPK", "TOPKDISTINCT", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "HISTOGRAM",
-              "CORRELATION"}
+              "CORRELATION", "ATTR"}
 TOP_K = ("TOPK", "TOPKDISTINCT")  # ksqlDB's: (column, k), k an integer literal
 BY_OFFSET = ("EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET")  # ksqlDB's: (column [, n] [, ignoreNulls])
 

@@ -122,7 +122,7 @@ def check_projection(project: Project, group_by: Sequence[ast.Expr], target: str
                              pos=group_by[0].pos if group_by else None)
 
 
-TABLE_AGGREGATES = {"COUNT", "SUM", "AVG", "COLLECT_LIST", "HISTOGRAM", "CORRELATION"}  # the ones a table's retraction can undo, in ksqlDB
+TABLE_AGGREGATES = {"COUNT", "SUM", "AVG", "COLLECT_LIST", "HISTOGRAM", "CORRELATION", "ATTR"}  # the ones a table's retraction can undo, in ksqlDB
 
 
 def check_table_aggregates(plan: PlanNode) -> None:
@@ -140,7 +140,7 @@ def check_table_aggregates(plan: PlanNode) -> None:
 # the value and its offset; TOPK: the list so far; the standard deviations: sum, count and M2)
 STRUCTURED_INTERMEDIATE = {"AVG", "TOPK", "TOPKDISTINCT", "COLLECT_LIST", "COLLECT_SET", "LATEST_BY_OFFSET",
                            "EARLIEST_BY_OFFSET", "STDDEV_SAMPLE", "KSQL_STDDEV_SAMP", "HISTOGRAM",
-                           "CORRELATION"}
+                           "CORRELATION", "ATTR"}
 
 
 def check_intermediate_types(plan: PlanNode) -> None:
