@@ -664,6 +664,19 @@ def test_refused_with_rule_and_position(name, query, rule, fragment):
     assert err.pos is not None and err.pos.line >= 1 and f"Line: {err.pos.line}, Col: {err.pos.column}: " in str(err)
 
 
+@pytest.mark.parametrize("literal", ["9223372036854775808", "-9223372036854775809", "1.8E308"])
+def test_ksqldb_places_a_literal_out_of_range_one_column_past_its_start(literal):
+    """ksqlDB's ``ParsingException`` adds one to a node's column, already counted from 1."""
+    query = f"CREATE STREAM J AS SELECT ID,\n  {literal} AS X FROM L;"
+    planner = StatementPlanner(Catalog())
+    with pytest.raises(StatementError) as caught:
+        for item in parse_script(KSQL_STREAMS + query):
+            planner.plan(item)
+    line = (KSQL_STREAMS + query).count("\n") + 1
+    assert caught.value.pos.line == line and caught.value.pos.column == 3
+    assert f"Failed to prepare statement: line {line}:4: " in str(caught.value)
+
+
 ACCEPTED = [
     # ksql.persistence.wrap.single.values leaves a format that is always wrapped (PROTOBUF) or unwrapped as it is
     "SET 'ksql.persistence.wrap.single.values'='false'; CREATE STREAM PB (ID INT KEY, V STRING) WITH "

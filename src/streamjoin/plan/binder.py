@@ -610,18 +610,24 @@ def _check_functions(select: ast.Select, ksql: bool, ksql_inputs: bool) -> None:
 
 def _check_ksql_literals(select: ast.Select) -> None:
     """ksqlDB's parser refuses a number literal its type cannot hold: an integer beyond BIGINT, a number in E notation
-    beyond DOUBLE (an integer with a minus sign is one literal there)."""
+    beyond DOUBLE (an integer with a minus sign is one literal there). Its message names the place as its
+    ``ParsingException`` does for a node: one column past where the literal starts."""
     clauses = [item.expr for item in select.items] + [select.where, select.having, *select.group_by, *select.partition_by]
     for clause in filter(None, clauses):
-        negated = {id(e.operand) for e in ex.walk(clause) if isinstance(e, ast.UnaryOp) and e.op == "-"}
+        negated = {id(e.operand): e for e in ex.walk(clause) if isinstance(e, ast.UnaryOp) and e.op == "-"}
         for e in ex.walk(clause):
             if not isinstance(e, ast.Literal) or e.kind not in ("integer", "decimal"):
                 continue
             sign = "-" if id(e) in negated else ""
+            pos = negated[id(e)].pos if sign else e.pos
             if e.kind == "integer" and e.value > 2 ** 63 - (0 if sign else 1):
-                raise StatementError(f"Invalid numeric literal: {sign}{e.value}", rule="numeric-literal", pos=e.pos)
-            if e.kind == "decimal" and "E" in e.value.upper() and math.isinf(float(e.value)):
-                raise StatementError(f"Number overflows DOUBLE: {sign}{e.value}", rule="numeric-literal", pos=e.pos)
+                problem = f"Invalid numeric literal: {sign}{e.value}"
+            elif e.kind == "decimal" and "E" in e.value.upper() and math.isinf(float(e.value)):
+                problem = f"Number overflows DOUBLE: {sign}{e.value}"
+            else:
+                continue
+            raise StatementError(f"Failed to prepare statement: line {pos.line}:{pos.column + 1}: {problem}",
+                                 rule="numeric-literal", pos=pos)
 
 
 _TABLE_FUNCTION_SIGNATURES = {"EXPLODE": ("explode(ARRAY<DECIMAL> input)", "explode(ARRAY<T> list)"),
