@@ -266,67 +266,56 @@ class _GroupFold:
     def _multisets(self, i: int, s: AggSpec, values: pd.Series | None, present: np.ndarray):
         """Aggregate ``i``'s multiset of values per group, folded event by event: (each group's after the batch,
         the result at every emitted event of COUNT(DISTINCT), MIN or MAX, None for the others)."""
-        bags = [Counter(bag) for bag in self.prior[f"__values{i}"]]
         args = values.tolist() if values is not None else [1] * len(self.codes)
         pick = {"COUNT": len, "MIN": min, "MAX": max, "HISTOGRAM": dict}.get(s.fn)
-        results = []
-        for j, g in enumerate(self.codes.tolist()):
+
+        def change(bag: Counter, j: int) -> Counter:
             if present[j]:
-                value, bag = _scalar(args[j]), bags[g]
+                value = _scalar(args[j])
                 bag[value] += int(self.sign[j])
                 if bag[value] <= 0:
                     del bag[value]
-            if self.emits[j] and pick:
-                results.append(pick(bags[g]) if bags[g] or s.fn in ("COUNT", "HISTOGRAM") else None)
-            if self.reset[j]:
-                bags[g] = Counter()
-        return bags, pd.Series(results, dtype=object).to_numpy() if pick else None
+            return bag
 
+        def result(bag: Counter):
+            return pick(bag) if bag or s.fn in ("COUNT", "HISTOGRAM") else None
+
+        bags, folded = self._folded([Counter(bag) for bag in self.prior[f"__values{i}"]], Counter, change,
+                                    result if pick else lambda bag: None)
+        return bags, folded if pick else None
 
     def _lists(self, i: int, s: AggSpec, values: pd.Series):
         """COLLECT_LIST's list per group, folded event by event, NULLs included: an add appends its value (while the
         list is shorter than the limit, ``s.param``), a retract takes out the last occurrence of its value (none
         when the limit left it out). (each group's list after the batch, the list at every emitted event)."""
-        lists = [list(items) if items is not None else [] for items in self.prior[f"__values{i}"]]
-        results = []
-        for j, g in enumerate(self.codes.tolist()):
-            value, items = _scalar(values.iat[j]), lists[g]
+        def change(items: list, j: int) -> list:
+            value = _scalar(values.iat[j])
             if self.sign[j] > 0 and (s.param is None or len(items) < s.param):
                 items.append(value)
             elif self.sign[j] < 0:
                 at = next((k for k in range(len(items) - 1, -1, -1) if items[k] == value), None)
                 if at is not None:
                     del items[at]
-            if self.emits[j]:
-                results.append(list(items))
-            if self.reset[j]:
-                lists[g] = []
-        folded = np.empty(len(results), dtype=object)
-        folded[:] = results
-        return lists, folded
+            return items
 
+        kept = [list(items) if items is not None else [] for items in self.prior[f"__values{i}"]]
+        return self._folded(kept, list, change, list)
 
     def _correlations(self, i: int, values: pd.Series):
         """CORRELATION's running sums per group (x, y, x², y², xy and the count, ksqlDB's ``CorrelationUdaf``),
         folded event by event: an add adds a row's, a retract takes them away (in the same order of operations, so
         what is left matches ksqlDB's); a row whose x or y is NULL counts for nothing. (each group's sums after the
         batch, the coefficient at every emitted event)."""
-        sums = [tuple(kept) if kept is not None else _NO_SUMS for kept in self.prior[f"__values{i}"]]
-        results = []
-        for j, g in enumerate(self.codes.tolist()):
+        def change(sums: tuple, j: int) -> tuple:
             pair = values.iat[j]
             x, y = (_scalar(pair["X"]), _scalar(pair["Y"])) if pair is not None else (None, None)
-            if x is not None and y is not None:
-                x, y = float(x), float(y)
-                change = (x, y, x * x, y * y, x * y, 1)
-                sums[g] = tuple(a + b if self.sign[j] > 0 else a - b for a, b in zip(sums[g], change))
-            if self.emits[j]:
-                results.append(_correlation(sums[g]))
-            if self.reset[j]:
-                sums[g] = _NO_SUMS
-        folded = np.empty(len(results), dtype=object)
-        folded[:] = results
-        return sums, folded
+            if x is None or y is None:
+                return sums
+            x, y = float(x), float(y)
+            return tuple(a + b if self.sign[j] > 0 else a - b for a, b in zip(sums, (x, y, x * x, y * y, x * y, 1)))
+
+        kept = [tuple(sums) if sums is not None else _NO_SUMS for sums in self.prior[f"__values{i}"]]
+        return self._folded(kept, lambda: _NO_SUMS, change, _correlation)
 
     def _attrs(self, i: int, values: pd.Series):
         """ATTR's counted values per group, folded event by event as ksqlDB's ``Attr.Impl`` does: a list of [value,
@@ -334,10 +323,8 @@ class _GroupFold:
         counts it down, never below 0 (a value not there is left alone). The result is the one value whose count is
         above 0, else NULL. A pair counted down to 0 is dropped: ksqlDB keeps it, but it then acts as no pair at all.
         (each group's pairs after the batch, the result at every emitted event)."""
-        counted = [[list(pair) for pair in kept] if kept is not None else [] for kept in self.prior[f"__values{i}"]]
-        results = []
-        for j, g in enumerate(self.codes.tolist()):
-            value, pairs = _scalar(values.iat[j]), counted[g]
+        def change(pairs: list, j: int) -> list:
+            value = _scalar(values.iat[j])
             at = next((k for k, pair in enumerate(pairs) if same_value(pair[0], value)), None)
             if at is not None:
                 pairs[at][1] += int(self.sign[j])
@@ -345,13 +332,26 @@ class _GroupFold:
                     del pairs[at]
             elif self.sign[j] > 0:
                 pairs.append([value, 1])
+            return pairs
+
+        kept = [[list(pair) for pair in pairs] if pairs is not None else [] for pairs in self.prior[f"__values{i}"]]
+        return self._folded(kept, list, change, lambda pairs: pairs[0][0] if len(pairs) == 1 else None)
+
+    def _folded(self, kept: list, fresh, change, result):
+        """Each group's value (``kept``: its value before the batch, a copy the fold may change in place) folded event
+        by event: ``change(value, j)`` gives it after event j, ``result(value)`` what an emitted event writes, and a
+        group its last row left starts again from ``fresh()``. (each group's value after the batch, the result at
+        every emitted event)."""
+        results = []
+        for j, g in enumerate(self.codes.tolist()):
+            kept[g] = change(kept[g], j)
             if self.emits[j]:
-                results.append(pairs[0][0] if len(pairs) == 1 else None)
+                results.append(result(kept[g]))
             if self.reset[j]:
-                counted[g] = []
+                kept[g] = fresh()
         folded = np.empty(len(results), dtype=object)
         folded[:] = results
-        return counted, folded
+        return kept, folded
 
 
 _NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0, 0)
