@@ -8,6 +8,7 @@ import pytest
 
 from streamjoin.connectors.formats import (
     avro_type, avro_values_to_json, derived_avro_schema, encode_value, json_default, ksql_json_default, rows_to_avro, value_as_json,
+    writer_schema,
 )
 from streamjoin.plan.catalog import ColumnInfo, SourceInfo
 from streamjoin.connectors.kafka_source import _share
@@ -32,6 +33,35 @@ def test_rows_written_as_avro_read_back_as_json():
     [read] = list(avro_values_to_json(schema, ["id", "tags", "s"], "R")([written.rename_columns(["value"])]))
     assert json.loads(read.column(0).to_pylist()[0]) == {"id": 1, "tags": ["x"], "s": {"a": 2, "b": "y"}}
     assert read.column(1).to_pylist() == [None, None]
+
+
+UNWRAPPED = [  # (the one value column's type, its value as a case gives it, as it reads back)
+    ("int", 10, 10), ("array<int>", [12, None], [12, None]), ("struct<`F0`:int>", {"f0": 1}, {"F0": 1}),
+    ("map<string,double>", {"a": 1.5, "b": None}, {"a": 1.5, "b": None}),
+]
+
+
+@pytest.mark.parametrize("spark_type, given, read", UNWRAPPED)
+def test_an_unwrapped_avro_value_is_its_one_column_value_itself(spark_type, given, read):
+    """ksqlDB's AVRO ``WRAP_SINGLE_VALUE=false``: an optional anonymous value of the column's type, no record."""
+    source = SourceInfo("U", "STREAM", "u", (ColumnInfo("V", spark_type),), value_format="AVRO",
+                        properties=(("wrap_single_value", "false"),))
+    fmt, schema = writer_schema("AVRO", dict(source.properties), "U", [("V", spark_type)])
+    assert json.loads(schema) == ["null", avro_type(spark_type, "U_V")]
+    raw = encode_value(given, source)
+    values = pa.record_batch([pa.array([raw, None], pa.binary())], names=["value"])
+    [back] = list(avro_values_to_json(schema, ["V"], "U", unwrapped=True)([values]))
+    assert json.loads(back.column(0).to_pylist()[0]) == read
+    assert back.column(0).to_pylist()[1] is None and back.column(1).to_pylist() == [None, None]
+    assert json.loads(value_as_json((fmt, schema), raw)) == read
+
+
+def test_an_unwrapped_avro_sink_writes_the_column_as_the_case_encodes_it():
+    source = SourceInfo("U", "STREAM", "u", (ColumnInfo("V", "int"),), value_format="AVRO",
+                        properties=(("wrap_single_value", "false"),))
+    _, schema = writer_schema("AVRO", dict(source.properties), "U", [("V", "int")])
+    [written] = list(rows_to_avro(schema, "v")([pa.record_batch([pa.array([10, None], pa.int32())], names=["v"])]))
+    assert written.column(0).to_pylist() == [encode_value(10, source), None]  # a NULL value: no record value at all
 
 
 TIMES = SourceInfo("T", "STREAM", "t", (ColumnInfo("AT", "timestamp"), ColumnInfo("ON_DAY", "date")), value_format="AVRO")

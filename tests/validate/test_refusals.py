@@ -164,6 +164,9 @@ REFUSED = [
      "FROM L GROUP BY ID, V;", "key-format", "The 'KAFKA' format only supports a single field"),
     ("ksqlDB: a string compared with ROWTIME that is no time", "CREATE STREAM J AS SELECT ID, V FROM L "
      "WHERE ROWTIME > 'yesterday';", "timestamp-literal", "Failed to parse timestamp 'yesterday'"),
+    ("ksqlDB: value columns it would take from a Schema Registry", "CREATE STREAM R2 (ID INT KEY) WITH "
+     "(kafka_topic='r2', value_format='AVRO');", "schema-registry",
+     "R2 declares no value columns. ksqlDB takes them from a Schema Registry"),
     ("ksqlDB: an integer literal beyond BIGINT", "CREATE STREAM J AS SELECT ID, 9223372036854775808 AS X FROM L;",
      "numeric-literal", "Invalid numeric literal: 9223372036854775808"),
     ("ksqlDB: a negative integer literal beyond BIGINT", "CREATE STREAM J AS SELECT ID, -9223372036854775809 AS X FROM L;",

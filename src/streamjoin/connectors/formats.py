@@ -288,9 +288,11 @@ def ksql_json_default(value):
     return json_default(value)
 
 
-def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def avro_values_to_json(schema_text: str, columns: list[str], source: str,
+                        unwrapped: bool = False) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: each Avro ``value`` becomes JSON text of its record, fields renamed to
-    the declared ``columns`` (matched case-insensitively); ``BINARY_ERROR`` says why a value could not be read."""
+    the declared ``columns`` (matched case-insensitively), or, ``unwrapped``, of the one column's value it is;
+    ``BINARY_ERROR`` says why a value could not be read."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import fastavro
@@ -306,9 +308,10 @@ def avro_values_to_json(schema_text: str, columns: list[str], source: str) -> Ca
                     continue
                 try:
                     record = fastavro.schemaless_reader(io.BytesIO(raw), schema)
-                    if not isinstance(record, dict):
-                        raise ValueError("the Avro value is not a record")
-                    record = {names.get(k.casefold(), k): v for k, v in record.items()}
+                    if not unwrapped:
+                        if not isinstance(record, dict):
+                            raise ValueError("the Avro value is not a record")
+                        record = {names.get(k.casefold(), k): v for k, v in record.items()}
                     values.append(json.dumps(record, default=json_default).encode())
                     errors.append(None)
                 except Exception as err:  # noqa: BLE001 - any decoding failure is this record's dead letter
@@ -335,9 +338,23 @@ def value_as_json(writer: tuple[str, str], raw: bytes, default=json_default) -> 
     return json.dumps(record, default=default).encode()
 
 
+UNWRAPPABLE = ("JSON", "AVRO")  # value formats whose one column may be written as the value itself
+
+
+def single_value_unwrapped(fmt: str, properties: dict, columns: list) -> bool:
+    """ksqlDB's ``WRAP_SINGLE_VALUE=false`` on a JSON or AVRO value of one column: the value is that column's value
+    itself (``"a"``, an Avro string), not a record holding it (``{"NAME": "a"}``)."""
+    wrap = str(properties.get("wrap_single_value", "true")).strip("'\"").lower()
+    return wrap == "false" and len(columns) == 1 and fmt in UNWRAPPABLE
+
+
 def writer_schema(fmt: str, properties: dict, record_name: str, columns: list[tuple[str, str]]) -> Optional[tuple[str, str]]:
-    """(format, schema text) values of a binary format are written with: an Avro schema (``avro_schema_text``),
-    or the columns a protobuf message is derived from; None for a text format."""
+    """(format, schema text) values of a binary format are written with: an Avro schema (``avro_schema_text``; of
+    an unwrapped value, its one column's type, NULL allowed, as ksqlDB writes an optional anonymous value), or the
+    columns a protobuf message is derived from; None for a text format."""
+    if fmt == "AVRO" and single_value_unwrapped(fmt, properties, columns) and not properties.get("value_avro_schema"):
+        name, type_ = columns[0]
+        return fmt, json.dumps(_nullable(avro_type(type_, re.sub(r"\W", "_", f"{record_name}_{name}"))))
     if fmt == "AVRO":
         return fmt, avro_schema_text(properties, record_name, columns)
     if fmt == "PROTOBUF":
@@ -345,15 +362,15 @@ def writer_schema(fmt: str, properties: dict, record_name: str, columns: list[tu
     return None
 
 
-def binary_as_json(writer: tuple[str, str], columns: list[str], source: str):
-    """A ``mapInArrow`` function: each binary ``value`` (``writer_schema``) becomes JSON text of its record;
-    ``BINARY_ERROR`` says why a value could not be read."""
+def binary_as_json(writer: tuple[str, str], columns: list[str], source: str, unwrapped: bool = False):
+    """A ``mapInArrow`` function: each binary ``value`` (``writer_schema``) becomes JSON text of its record (of
+    the one column's value, ``unwrapped``); ``BINARY_ERROR`` says why a value could not be read."""
     fmt, schema_text = writer
     if fmt == "PROTOBUF":
         from .protobuf_format import protobuf_values_to_json
 
         return protobuf_values_to_json([tuple(c) for c in json.loads(schema_text)], source, BINARY_ERROR)
-    return avro_values_to_json(schema_text, columns, source)
+    return avro_values_to_json(schema_text, columns, source, unwrapped)
 
 
 def rows_to_binary(writer: tuple[str, str], row_column: str):
@@ -381,8 +398,8 @@ def _plain(value, type_: pa.DataType):
 
 
 def rows_to_avro(schema_text: str, row_column: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function replacing the struct column ``row_column`` by its Avro binary ``value``
-    (null rows stay null: tombstones)."""
+    """A ``mapInArrow`` function replacing the column ``row_column`` (the struct of a value's columns, or the one
+    column of an unwrapped value) by its Avro binary ``value`` (null rows stay null: tombstones)."""
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import fastavro
@@ -460,7 +477,11 @@ def encode_value(value: Any, source=None) -> Optional[bytes]:
         import fastavro
 
         columns = [(c.name, c.type) for c in source.value_columns]
-        schema = json.loads(avro_schema_text(dict(source.properties), source.name, columns))
+        schema = json.loads(writer_schema(fmt, dict(source.properties), source.name, columns)[1])
+        if single_value_unwrapped(fmt, dict(source.properties), columns):  # the one column's value itself
+            buffer = io.BytesIO()
+            fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _avro_value(value, columns[0][1]))
+            return buffer.getvalue()
         given = {k.casefold(): v for k, v in value.items()}
         record = {f["name"]: given.get(f["name"].casefold()) for f in schema["fields"]}
         types = {f["name"]: next((t for c, t in columns if c.casefold() == f["name"].casefold()), "") for f in schema["fields"]}

@@ -44,7 +44,7 @@ from ..connectors.dead_letters import ERROR, KEPT_BYTES, VALUE_BYTES, DeadLetter
 from ..connectors.embedded_source import SOURCE_SCHEMA
 from ..connectors.formats import (
     BINARY_ERROR, BINARY_FORMATS, REGISTRY_FRAME, binary_as_json, binary_keys_to_json, delimiter_of, key_writer_schema,
-    split_type_args, struct_fields, window_bytes, writer_schema,
+    single_value_unwrapped, split_type_args, struct_fields, window_bytes, writer_schema,
 )
 from ..connectors.json_decode import decodable, decoded_column
 from ..connectors.late_records import ORIGIN
@@ -256,7 +256,8 @@ def _value_parser(source) -> _Parser:
                        lambda parsed: F.coalesce(*[_field_reason(cells.getField(c.name), parsed.getField(c.name), c,
                                                                  "the value's field") for c in value_cols],
                                                  F.lit(None).cast("string")))
-    if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value
+    if unwrapped_value(source):  # ksqlDB WRAP_SINGLE_VALUE=false: the value is the one column's JSON value (an
+        # AVRO one turned into its JSON text: ``_binary_as_json``)
         text = F.when(text.isNotNull(), F.concat(F.lit(f'{{"{value_cols[0].name}":'), text, F.lit("}")))
     if coerces(source):
         return _Parser(_ksql_coerced(text, value_cols),
@@ -421,11 +422,10 @@ def _read_as_ksql(source) -> bool:
 
 
 def unwrapped_value(source) -> bool:
-    """ksqlDB's ``WRAP_SINGLE_VALUE=false`` on a JSON source or sink with one value column: its value is
-    that column's value itself (``"a"``), not an object holding it (``{"NAME": "a"}``)."""
+    """ksqlDB's ``WRAP_SINGLE_VALUE=false`` on a JSON or AVRO source or sink with one value column: its value is
+    that column's value itself (``connectors.formats.single_value_unwrapped``)."""
     value_cols = [c for c in source.columns if c.origin == "value"]
-    wrap = str(dict(source.properties).get("wrap_single_value", "true")).strip("'\"").lower()
-    return wrap == "false" and len(value_cols) == 1 and source.value_format == "JSON"
+    return single_value_unwrapped(source.value_format, dict(source.properties), value_cols)
 
 
 def _time_column(source, value: Column) -> Column:
@@ -494,7 +494,7 @@ def _binary_as_json(df: DataFrame, source) -> DataFrame:
     value_cols = [(c.name, c.type) for c in source.columns if c.origin == "value"]
     writer = writer_schema(source.value_format, dict(source.properties), source.name, value_cols)
     out = StructType(df.schema.fields + [StructField(BINARY_ERROR, StringType())])
-    return df.mapInArrow(binary_as_json(writer, [n for n, _ in value_cols], source.name), out)
+    return df.mapInArrow(binary_as_json(writer, [n for n, _ in value_cols], source.name, unwrapped_value(source)), out)
 
 
 def _decoded(df: DataFrame, scan: Scan) -> DataFrame:

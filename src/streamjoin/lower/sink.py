@@ -90,6 +90,10 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
     target = sink.target
     writer = value_writer(sink, df)
     if writer is not None:
+        if unwrapped(sink):  # ksqlDB's AVRO WRAP_SINGLE_VALUE=false: the one column's value is the record's value
+            row = F.col(sink.value_fields[0])
+            if TOMBSTONE in df.columns:
+                row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
     if target.value_format == "KAFKA":  # one primitive column, as its text
         value = F.col(sink.value_fields[0]).cast("string") if sink.value_fields else F.lit(None).cast("string")
@@ -99,7 +103,7 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
         value = F.when(row.isNotNull(), ksql_delimited(df, sink.value_fields, delimiter_of(dict(target.properties))))
     elif target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
-    elif unwrapped(sink):  # Lenses `expr AS _value`: the value is that one JSON value, not an object
+    elif unwrapped(sink):  # Lenses `expr AS _value`, ksqlDB's WRAP_SINGLE_VALUE=false: that one JSON value, not an object
         value = _json_of(F.col(sink.value_fields[0]))
         if TOMBSTONE in df.columns:
             value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)

@@ -24,7 +24,8 @@ def properties_dict(props: tuple[ast.Property, ...]) -> dict[str, object]:
 
 def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, props: dict, key_columns) -> None:
     """ksqlDB's refusals of a declaration's columns, in its words: none at all in a format that cannot infer them,
-    a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key."""
+    a stream's PRIMARY KEY or a table's KEY, a table without a PRIMARY KEY, a windowed source without a key; and no
+    value columns in a format whose columns ksqlDB would read from a Schema Registry, which streamjoin does not."""
     if not stmt.columns and not infers_columns(value_format, props):
         raise StatementError("No columns supplied.", rule="no-columns", pos=stmt.pos)
     for col in stmt.columns:
@@ -37,6 +38,12 @@ def _check_ksql_elements(stmt: ast.CreateSource, kind: str, value_format: str, p
                              pos=stmt.pos)
     if props.get("window_type") is not None and not key_columns:
         raise StatementError("Windowed sources require a key column.", rule="windowed-source-key", pos=stmt.pos)
+    value_columns = [c for c in stmt.columns if not (c.key or c.primary_key) and c.metadata is None]
+    if not value_columns and infers_columns(value_format, props):
+        topic = props.get("kafka_topic", stmt.name.text)
+        raise StatementError(f"{display_name(stmt.name, 'ksql')} declares no value columns. ksqlDB takes them from a "
+                             f"Schema Registry (the schema of the {value_format} values on topic '{topic}'); streamjoin "
+                             "reads none: declare the value columns.", rule="schema-registry", pos=stmt.pos)
 
 
 def source_from_ddl(stmt: ast.CreateSource, name: Optional[str] = None, servers: Optional[dict] = None,
