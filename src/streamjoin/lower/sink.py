@@ -27,9 +27,7 @@ def encode(sink: Sink, df: DataFrame) -> DataFrame:
     target = sink.target
     node = sink.input
     df = _with_valid_times(sink, _ksql_times(sink, df))
-    row = F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields])
-    if TOMBSTONE in df.columns:
-        row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
+    row = _none_when_deleted(df, F.struct(*[F.col(fid).alias(node.field(fid).name) for fid in sink.value_fields]))
     meta = [_timestamp(sink, df).alias("timestamp"), F.col(SEQ).alias("seq"), F.col(SUB).alias("sub")]
     binary_key = key_writer(sink, df)
     key = (_windowed(sink, df, _json_key(sink)) if binary_key else _key(sink, target.key_format, df)).alias("key")
@@ -91,25 +89,25 @@ def _records(sink: Sink, df: DataFrame, key: Column, row: Column, meta: list) ->
     writer = value_writer(sink, df)
     if writer is not None:
         if unwrapped(sink):  # ksqlDB's AVRO WRAP_SINGLE_VALUE=false: the one column's value is the record's value
-            row = F.col(sink.value_fields[0])
-            if TOMBSTONE in df.columns:
-                row = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(row)
+            row = _none_when_deleted(df, F.col(sink.value_fields[0]))
         return df.select(key, row.alias("__row"), *meta).mapInArrow(rows_to_binary(writer, "__row"), RECORD_SCHEMA)
     if target.value_format == "KAFKA":  # one primitive column, as its text
         value = F.col(sink.value_fields[0]).cast("string") if sink.value_fields else F.lit(None).cast("string")
-        if TOMBSTONE in df.columns:
-            value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
+        value = _none_when_deleted(df, value)
     elif target.value_format == "DELIMITED" and target.dialect == "ksql":
         value = F.when(row.isNotNull(), ksql_delimited(df, sink.value_fields, delimiter_of(dict(target.properties))))
     elif target.value_format == "DELIMITED":
         value = F.to_csv(row, {"sep": delimiter_of(dict(target.properties)), "timestampFormat": TO_JSON["timestampFormat"]})
     elif unwrapped(sink):  # Lenses `expr AS _value`, ksqlDB's WRAP_SINGLE_VALUE=false: that one JSON value, not an object
-        value = _json_of(F.col(sink.value_fields[0]))
-        if TOMBSTONE in df.columns:
-            value = F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value)
+        value = _none_when_deleted(df, _json_of(F.col(sink.value_fields[0])))
     else:
         value = F.to_json(row, TO_JSON)
     return df.select(key, value.cast("binary").alias("value"), *meta)
+
+
+def _none_when_deleted(df: DataFrame, value: Column) -> Column:
+    """``value``, or none on a row that deletes its key: the record is a tombstone."""
+    return F.when(F.col(TOMBSTONE), F.lit(None)).otherwise(value) if TOMBSTONE in df.columns else value
 
 
 def ksql_delimited(df: DataFrame, fields, sep: str) -> Column:
