@@ -119,8 +119,7 @@ def _with_errors(records: DataFrame, scan: Scan, detailed: bool) -> DataFrame:
         df = _binary_as_json(df, source)
     parser = _value_parser(source)
     call, parsed = parser.call, parser.shape(F.col(CALLED))
-    by_reader = decoded_column(source.topic) in df.columns
-    if by_reader:  # Spark parses only what the reader left
+    if decoded_column(source.topic) in df.columns:  # Spark parses only what the reader left
         call = F.when(_by_reader(source).isNull(), call)
         parsed = _decoded_by_reader(source, otherwise=parsed)
     error = _decode_error(source, F.col(PARSED), parser.reason if detailed else None)
@@ -214,7 +213,7 @@ def _by_reader(source) -> Column:
 
 
 def _decoded_by_reader(source, otherwise: Column) -> Column:
-    """The value as the source reader decoded it, shaped as ``_Parser.parse``'s struct; ``otherwise`` where
+    """The value as the source reader decoded it, shaped as ``_Parser.shape``'s struct; ``otherwise`` where
     the reader left it."""
     by_reader = _by_reader(source)
     reason = [F.lit(None).cast("string").alias(REASON)] if coerces(source) else []
@@ -249,10 +248,10 @@ def _value_parser(source) -> _Parser:
         rows = F.from_json(text, "map<string,string>")
         return _Parser.whole(F.from_json(text, f"before struct<{row}>, after struct<{row}>, op string, {CORRUPT} string",
                                          {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT}),
-                       lambda parsed: F.coalesce(*[_field_reasons(F.from_json(rows.getItem(side), "map<string,string>"),
-                                                                  parsed.getField(side), value_cols,
-                                                                  f"the value's {side} row's field")
-                                                   for side in ("after", "before")]))
+                             lambda parsed: F.coalesce(*[_field_reasons(F.from_json(rows.getItem(side), "map<string,string>"),
+                                                                        parsed.getField(side), value_cols,
+                                                                        f"the value's {side} row's field")
+                                                         for side in ("after", "before")]))
     numbers = _read_as_ksql(source) and any(c.type in TIMES for c in value_cols)
     if source.value_format == "KAFKA":  # one primitive column, as its text (connectors.formats)
         fields = [(_ksql_time(text, c.type) if numbers and c.type in TIMES else text.cast(c.type)).alias(c.name)
@@ -260,7 +259,7 @@ def _value_parser(source) -> _Parser:
         bad = text.isNotNull() & fields[0].isNull() if value_cols else F.lit(False)
         type_name = ksql_type_name(value_cols[0].type) if value_cols else ""
         return _Parser.whole(F.struct(*fields, F.when(bad, text).alias(CORRUPT)),
-                       lambda parsed: F.concat(F.lit("the value holds "), _shown(text), F.lit(f", which is not {type_name}")))
+                             lambda parsed: F.concat(F.lit("the value holds "), _shown(text), F.lit(f", which is not {type_name}")))
     if source.value_format == "DELIMITED":  # ksqlDB's: times as numbers, BYTES as base64 (read as text first)
         texts = _read_as_ksql(source) and any(c.type in TIMES or c.type == "binary" for c in value_cols)
         options = {"sep": delimiter_of(dict(source.properties)), "mode": "PERMISSIVE"}
@@ -280,7 +279,7 @@ def _value_parser(source) -> _Parser:
         return _Parser(_ksql_texts(text, value_cols), lambda called: _ksql_coerced(called, value_cols),
                        lambda _: _ksql_coerced(F.col(CALLED), value_cols, shown=True).getField(REASON))
     return _Parser.whole(F.from_json(text, f"{row}, {CORRUPT} string", {**JSON_READ_OPTIONS, "columnNameOfCorruptRecord": CORRUPT}),
-                   lambda parsed: _field_reasons(F.from_json(text, "map<string,string>"), parsed, value_cols, "the value's field"))
+                         lambda parsed: _field_reasons(F.from_json(text, "map<string,string>"), parsed, value_cols, "the value's field"))
 
 
 SHOWN = 60  # characters of an offending value a reason shows
@@ -324,8 +323,8 @@ def _ksql_texts(text: Column, columns) -> Column:
 
 
 def _ksql_coerced(parsed: Column, columns, shown: bool = False) -> Column:
-    """A JSON value (``parsed``: as ``_ksql_texts`` parses it) read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a number takes a JSON number (an integer
-    its whole part) or a string holding one (``"22"``), a STRING column any scalar as its text, a TIMESTAMP a
+    """A JSON value (``parsed``: as ``_ksql_texts`` parses it) read as ksqlDB's ``KsqlJsonDeserializer`` reads it: a
+    number takes a JSON number (an integer its whole part) or a string holding one (``"22"``), a STRING column any scalar as its text, a TIMESTAMP a
     number of milliseconds since 1970, a DATE one of days and a TIME one of milliseconds since midnight (or, as
     other readers take them, their text), inside a STRUCT, ARRAY or MAP too. Numbers and times are parsed as text
     and then converted (``_ksql_scalar``); a field that does not convert makes the record bad, with ``REASON``
