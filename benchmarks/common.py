@@ -14,7 +14,10 @@ from pyspark.sql import DataFrame
 def session():
     from streamjoin.runtime.session import build_session
 
-    return build_session("local[2]", app_name="streamjoin-bench", conf={"spark.sql.shuffle.partitions": "2"})
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if os.environ.get("STREAMJOIN_PROFILE"):  # ``run.py --phases``: Spark's status API too, for each batch's stages
+        conf.update({"spark.ui.enabled": "true", "spark.ui.port": "0"})
+    return build_session("local[2]", app_name="streamjoin-bench", conf=conf)
 
 
 def time_query(df: DataFrame, checkpoint: str, input_rows: int, state_rows=None, sink=None) -> dict:
@@ -55,6 +58,47 @@ def _observed(progress: list) -> dict:
             what = name.split(":")[1] if name.startswith("counted:") else name
             found.setdefault(what, []).append(sum(v for v in row if isinstance(v, (int, float))))
     return found
+
+
+def stage_split(spark, query) -> dict:
+    """Where ``query``'s micro-batches with input spent their time in Spark's tasks (``run.py --phases``; needs
+    ``session``'s status API): per batch, its jobs and tasks, and the wall milliseconds of each stage in the order
+    the stages started (stage 1 reads the source; for a streamjoin join: 1 the read, 2 the decoding up to the
+    operator's shuffle, 3 the operator and the sink's collect); medians over the batches."""
+    import json
+    import urllib.request
+    from datetime import datetime
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return {}
+
+    def get(path):
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{spark.sparkContext.applicationId}/{path}") as answer:
+            return json.load(answer)
+
+    def at(text):
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fGMT").timestamp() * 1000
+
+    batches = {p["batchId"] for p in query.recentProgress if p.get("numInputRows", 0) > 0}
+    stages = {s["stageId"]: s for s in get("stages?status=complete")}
+    per_batch: dict = {}
+    for job in get("jobs"):
+        batch = job.get("description", "").rpartition("batch = ")[2]
+        if job.get("jobGroup") == str(query.runId) and batch.isdigit() and int(batch) in batches:
+            per_batch.setdefault(int(batch), []).append(job)
+    if not per_batch:
+        return {}
+    split: dict = {"jobs": [], "tasks": [], "stages": []}
+    for jobs in per_batch.values():
+        ran = sorted((s for job in jobs for sid in job["stageIds"] if (s := stages.get(sid)) and "completionTime" in s),
+                     key=lambda s: at(s["submissionTime"]))
+        split["jobs"].append(len(jobs))
+        split["tasks"].append(sum(s["numTasks"] for s in ran))
+        split["stages"].append([at(s["completionTime"]) - at(s["submissionTime"]) for s in ran])
+    widest = max(len(row) for row in split["stages"])
+    medians = {f"stage {i + 1}": statistics.median(row[i] for row in split["stages"] if len(row) > i) for i in range(widest)}
+    return {"jobs": statistics.median(split["jobs"]), "tasks": statistics.median(split["tasks"]), **medians}
 
 
 def python_phases() -> dict:

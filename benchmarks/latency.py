@@ -9,6 +9,8 @@ from the moment its append began to the moment its result was first read. Report
 p50/p95/p99 (ms), results seen against expected, the median micro-batch split from Spark's progress
 (latestOffset, queryPlanning, addBatch (tasks, state, sink), walCommit, commitOffsets), and after the feed,
 with no input at all: the cores the process tree keeps busy and the checkpoint files written in ``IDLE_S``.
+With ``run.py latency --phases`` the split goes on into Spark's tasks (``common.stage_split``: jobs, tasks and each
+stage's wall time a batch) and streamjoin's Python workers (milliseconds a batch in each phase of ``operators.state``).
 ``together`` runs the ksqlDB variants' five queries in one script on shared inputs (as a script of several
 queries runs), and reports each query's latency.
 
@@ -34,7 +36,7 @@ import tempfile
 import threading
 import time
 
-from common import process_tree_cpu_seconds, session
+from common import process_tree_cpu_seconds, python_phases, session, stage_split
 
 DEFAULT_ROWS = 0  # unused: the feed is timed (SECONDS at each of RATES)
 DEFAULT_BATCHES = 0
@@ -152,9 +154,11 @@ def _measure(spark, name: str, *, rate: int, seconds: float) -> dict:
         try:
             for query in queries:
                 _wait_for_batches(query, 1)
+            phases_before = python_phases()
             sent, seen = _feed_and_watch(store, sinks, feeds.get(name) or [VARIANTS[name][1]], rate, seconds)
+            python = _python_split(phases_before, python_phases(), queries)
             idle = _idle(work)
-            splits = [_split(query) for query in queries]
+            splits = [{**_split(query), **stage_split(spark, query), **python} for query in queries]
         finally:
             stop()
         labels = [f"together:{v}" for v in TOGETHER] if name == "together" else [name]
@@ -433,6 +437,19 @@ def _idle(work: str) -> dict:
 def _files(work: str) -> set:
     root = os.path.join(work, "checkpoints")
     return {os.path.join(d, f) for d, _, names in os.walk(root) for f in names}
+
+
+def _python_split(before: dict, after: dict, queries: list) -> dict:
+    """With ``--phases``: the milliseconds streamjoin's Python workers spent a micro-batch in each phase (pack,
+    input, state_read, step, state_write, output), summed over the batch's tasks and the queries' operators."""
+    batches = sum(1 for q in queries for p in q.recentProgress if p.get("numInputRows", 0) > 0)
+    if not after or not batches:
+        return {}
+    totals: dict = {}
+    for worker, phases in after.items():
+        for phase, seconds in phases.items():
+            totals[phase] = totals.get(phase, 0.0) + seconds - before.get(worker, {}).get(phase, 0.0)
+    return {f"python {phase}": round(seconds * 1000 / batches, 1) for phase, seconds in sorted(totals.items()) if seconds > 0}
 
 
 def _split(query) -> dict:

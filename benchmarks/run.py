@@ -34,7 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", default="", help="comma-separated subset of variants to run")
     parser.add_argument("--phases", action="store_true",
                         help="also report where streamjoin's Python workers spend their time, per input row "
-                             "(python_us_per_row: pack, input, state_read, step, state_write, output)")
+                             "(python_us_per_row: pack, input, state_read, step, state_write, output); latency: "
+                             "per micro-batch, those phases and the wall time of each of Spark's stages")
     args = parser.parse_args(argv)
     if args.phases:  # before Spark starts: its Python workers inherit it (operators.state.PROFILE_DIR)
         import os
